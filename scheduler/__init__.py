@@ -1,0 +1,108 @@
+"""Tiergate's scheduler: the tier config schema and the tiered dispatcher (DESIGN.md 3.1, 3.2).
+
+A pure library (stdlib + pydantic): no I/O besides `load_config_file`, no clock reads in the
+state machine. Public API, all importable from `scheduler`:
+
+Config (scheduler.config)::
+
+    parse_config(data: Mapping[str, Any], *, default_max_in_flight: int | None = None) -> TierConfig
+    load_config_file(path: str | Path) -> TierConfig        # bad JSON: ConfigError with line/column
+    config_to_dict(cfg: TierConfig) -> dict[str, Any]       # only given fields: the seed round-trips
+    diff_configs(old: TierConfig, new: TierConfig) -> list[Change]   # Change(path, old, new)
+    default_config() -> TierConfig                          # the seed's online/batch/offline
+    ConfigError(ValueError): .errors: list[FieldError]; FieldError(path, message);
+        str(err) = one "path: message" line per error, e.g.
+        "scheduler.queues.batch.priority: must differ from queues.online.priority"
+
+Dispatcher (scheduler.dispatcher), times are float seconds from a monotonic clock::
+
+    Request(id: str, tier: str, prompt_tokens: int, max_tokens: int)      # frozen
+    d = Dispatcher(config: TierConfig, *, default_max_in_flight: int = 256)
+    d.arrive(req, now) -> Rejection | None    # queue full: Rejection("queue_full", 429, retry_after_s)
+                                              # unknown tier or duplicate id: ValueError
+    d.poll(now) -> PollResult(released: list[Request],
+                              rejected: list[tuple[Request, Rejection]],  # "queue_timeout", 503
+                              next_wakeup: float | None)
+    d.first_token(req_id, now) -> None
+    d.complete(req_id, now) -> bool           # frees the slot; False if not in flight
+    d.cancel(req_id, now) -> bool             # queued: leaves the queue; in flight: frees the slot
+    d.reconfigure(config, now) -> None        # drops nothing; a removed tier's requests move to
+                                              # the least urgent remaining tier (d.tier_of(id))
+    d.stats(now) -> SchedulerStats            # plain dataclasses, per tier TierStats
+
+Asyncio driver (scheduler.driver), for the gateway::
+
+    drv = AsyncDispatcher(dispatcher, clock=time.monotonic)
+    ticket = await drv.acquire(req)           # raises Rejected (.rejection, .reason, .status,
+                                              #   .retry_after_s); cancellation-safe
+    ticket.first_token(); ticket.release()    # release is idempotent
+    async with ticket: ...                    # releases on exit
+    drv.reconfigure(config); drv.stats(); drv.start(); await drv.aclose()
+
+The driver runs no background task: it polls after every event and keeps one `loop.call_at`
+timer for the dispatcher's next wake-up. `aclose()` refuses waiters with "shutting_down" (503).
+
+Command line: `python -m scheduler validate FILE...`, `python -m scheduler diff OLD NEW`.
+"""
+
+from __future__ import annotations
+
+from scheduler.config import (
+    AdaptiveConfig,
+    AdmissionConfig,
+    Change,
+    ConfigError,
+    FieldError,
+    QueueConfig,
+    SchedulerConfig,
+    TierConfig,
+    config_to_dict,
+    default_config,
+    diff_configs,
+    load_config_file,
+    parse_config,
+)
+from scheduler.dispatcher import Dispatcher
+from scheduler.driver import AsyncDispatcher, Rejected, Ticket
+from scheduler.types import (
+    QUEUE_FULL,
+    QUEUE_TIMEOUT,
+    SHUTTING_DOWN,
+    PollResult,
+    Rejection,
+    ReleaseRecord,
+    Request,
+    SchedulerStats,
+    TierStats,
+    WaitSummary,
+)
+
+__all__ = [
+    "QUEUE_FULL",
+    "QUEUE_TIMEOUT",
+    "SHUTTING_DOWN",
+    "AdaptiveConfig",
+    "AdmissionConfig",
+    "AsyncDispatcher",
+    "Change",
+    "ConfigError",
+    "Dispatcher",
+    "FieldError",
+    "PollResult",
+    "QueueConfig",
+    "Rejected",
+    "Rejection",
+    "ReleaseRecord",
+    "Request",
+    "SchedulerConfig",
+    "SchedulerStats",
+    "Ticket",
+    "TierConfig",
+    "TierStats",
+    "WaitSummary",
+    "config_to_dict",
+    "default_config",
+    "diff_configs",
+    "load_config_file",
+    "parse_config",
+]

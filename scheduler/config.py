@@ -1,0 +1,335 @@
+"""Tier config schema (DESIGN.md 3.1): parse, validate, serialise and diff.
+
+The seed's JSON is accepted verbatim; every extension has a default so that file stays valid.
+`config_to_dict` writes back only the fields that were given (or explicitly set), so a seed file
+round-trips identical in shape.
+
+Validation collects every problem at once, each as a `FieldError` with a dotted path from the
+document root ("scheduler.queues.batch.priority") and the rule it breaks ("must differ from
+queues.online.priority"), so the console can show each error beside its field.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from itertools import pairwise
+from pathlib import Path
+from typing import Annotated, Any, TypeGuard
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    ValidationError,
+)
+
+DEFAULT_MAX_IN_FLIGHT = 256
+
+PositiveInt = Annotated[StrictInt, Field(gt=0)]
+NonNegativeInt = Annotated[StrictInt, Field(ge=0)]
+# Millisecond values may be fractional; strict mode still refuses strings and booleans.
+PositiveMs = Annotated[StrictInt | StrictFloat, Field(gt=0, allow_inf_nan=False)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class QueueConfig(_Strict):
+    max_batch_size: PositiveInt
+    max_waiting_time_ms: PositiveMs
+    max_tokens_per_batch: PositiveInt
+    priority: StrictInt
+    max_queue_depth: PositiveInt | None = None  # None: unbounded
+    queue_timeout_ms: PositiveMs | None = None  # None: a queued request never times out
+    length_groups: list[PositiveInt] = Field(
+        default_factory=list
+    )  # prompt-token upper bounds, increasing
+
+
+class AdaptiveConfig(_Strict):
+    enabled: StrictBool = False
+    online_pressure_threshold: NonNegativeInt = 10
+    # Range checked in _cross_field_errors so the message can say "(0, 1]".
+    wait_time_reduction_ratio: Annotated[StrictInt | StrictFloat, Field(allow_inf_nan=False)] = 0.5
+    tier: str = "online"
+
+
+class AdmissionConfig(_Strict):
+    max_in_flight: PositiveInt | None = None  # None: the caller's default (max_num_seqs or 256)
+    max_awaiting_first_token: PositiveInt = 4
+    reserved_slots: NonNegativeInt = 0
+    pass_priority: StrictBool = True
+
+
+class SchedulerConfig(_Strict):
+    queues: dict[str, QueueConfig] = Field(min_length=1)
+    adaptive: AdaptiveConfig = AdaptiveConfig()
+    admission: AdmissionConfig = AdmissionConfig()
+
+
+class TierConfig(_Strict):
+    """The whole document: ``{"scheduler": {...}}``. Build it with `parse_config`."""
+
+    scheduler: SchedulerConfig
+
+    def tiers_by_urgency(self) -> list[str]:
+        """Queue names, most urgent (smallest priority number) first."""
+        queues = self.scheduler.queues
+        return sorted(queues, key=lambda name: queues[name].priority)
+
+
+@dataclass(frozen=True)
+class FieldError:
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        # An empty path is a document-level problem (the file is not JSON at all).
+        return f"{self.path}: {self.message}" if self.path else self.message
+
+
+class ConfigError(ValueError):
+    """A tier config that breaks one or more rules; `errors` lists them all."""
+
+    def __init__(self, errors: list[FieldError]) -> None:
+        self.errors = errors
+        super().__init__("\n".join(str(e) for e in errors))
+
+
+@dataclass(frozen=True)
+class Change:
+    path: str
+    old: Any
+    new: Any
+
+
+def _loc_path(loc: tuple[int | str, ...]) -> str:
+    return ".".join(str(part) for part in loc) or "(root)"
+
+
+def _message(err: Mapping[str, Any]) -> str:
+    kind = err["type"]
+    ctx = err.get("ctx") or {}
+    if kind == "greater_than":
+        return f"must be > {ctx['gt']}"
+    if kind == "greater_than_equal":
+        return f"must be >= {ctx['ge']}"
+    if kind == "extra_forbidden":
+        return "unknown field"
+    if kind == "missing":
+        return "required field is missing"
+    if kind in ("int_type", "int_from_float", "int_parsing"):
+        return "must be an integer"
+    if kind in ("float_type", "float_parsing"):
+        return "must be a number"
+    if kind == "finite_number":
+        return "must be a finite number"
+    if kind == "bool_type":
+        return "must be true or false"
+    if kind == "string_type":
+        return "must be a string"
+    if kind in ("dict_type", "model_type", "model_attributes_type"):
+        return "must be an object"
+    if kind in ("tuple_type", "list_type"):
+        return "must be a list"
+    if kind == "too_short":
+        return "must not be empty"
+    return str(err["msg"])
+
+
+def _is_int(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: object) -> TypeGuard[int | float]:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _cross_field_errors(
+    data: Mapping[str, Any], default_max_in_flight: int | None
+) -> list[FieldError]:
+    """Rules spanning several fields, checked on the raw document so that they are reported
+    together with type errors elsewhere (pydantic stops before model-level checks)."""
+    errors: list[FieldError] = []
+    sched = data.get("scheduler")
+    if not isinstance(sched, Mapping):
+        return errors
+    queues = sched.get("queues")
+    queues = queues if isinstance(queues, Mapping) else {}
+    seen: dict[int, str] = {}
+    for name, queue in queues.items():
+        if not isinstance(queue, Mapping):
+            continue
+        prio = queue.get("priority")
+        if _is_int(prio):
+            if prio in seen:
+                errors.append(
+                    FieldError(
+                        f"scheduler.queues.{name}.priority",
+                        f"must differ from queues.{seen[prio]}.priority",
+                    )
+                )
+            else:
+                seen[prio] = name
+        groups = queue.get("length_groups")
+        if (
+            isinstance(groups, list | tuple)
+            and all(_is_int(g) for g in groups)
+            and any(b <= a for a, b in pairwise(groups))
+        ):
+            errors.append(
+                FieldError(f"scheduler.queues.{name}.length_groups", "must be strictly increasing")
+            )
+    adaptive = sched.get("adaptive")
+    if isinstance(adaptive, Mapping):
+        ratio = adaptive.get("wait_time_reduction_ratio")
+        if _is_number(ratio) and math.isfinite(ratio) and not (0 < ratio <= 1):
+            errors.append(
+                FieldError("scheduler.adaptive.wait_time_reduction_ratio", "must be in (0, 1]")
+            )
+        tier = adaptive.get("tier", "online")
+        if isinstance(tier, str) and queues and tier not in queues:
+            names = ", ".join(str(n) for n in queues)
+            errors.append(
+                FieldError("scheduler.adaptive.tier", f"must name a queue (one of: {names})")
+            )
+    admission = sched.get("admission")
+    if isinstance(admission, Mapping):
+        reserved = admission.get("reserved_slots", 0)
+        cap = admission.get("max_in_flight")
+        if cap is None:
+            cap = default_max_in_flight
+        if _is_int(reserved) and _is_int(cap) and cap > 0 and reserved >= cap:
+            errors.append(
+                FieldError(
+                    "scheduler.admission.reserved_slots",
+                    f"must be below max_in_flight ({cap})",
+                )
+            )
+    return errors
+
+
+def parse_config(
+    data: Mapping[str, Any], *, default_max_in_flight: int | None = None
+) -> TierConfig:
+    """Validate a decoded JSON document; raise `ConfigError` listing every broken rule.
+
+    `default_max_in_flight`, when known (the launch profile's max_num_seqs), is what
+    `reserved_slots` is checked against if the document sets no `max_in_flight`.
+    """
+    if not isinstance(data, Mapping):
+        raise ConfigError([FieldError("(root)", "must be an object")])
+    errors: list[FieldError] = []
+    config: TierConfig | None = None
+    try:
+        config = TierConfig.model_validate(dict(data))
+    except ValidationError as exc:
+        for err in exc.errors():
+            loc, message = tuple(err["loc"]), _message(err)
+            if loc and loc[-1] in ("int", "float") and err["type"].endswith("_type"):
+                # One failure per branch of an int | float union: report it once.
+                loc, message = loc[:-1], "must be a number"
+            field_error = FieldError(_loc_path(loc), message)
+            if field_error not in errors:
+                errors.append(field_error)
+    errors.extend(_cross_field_errors(data, default_max_in_flight))
+    if errors or config is None:
+        raise ConfigError(errors)
+    return config
+
+
+def load_config_file(path: str | Path) -> TierConfig:
+    """Read and validate a JSON file. Bad JSON raises `ConfigError` with line and column."""
+    text = Path(path).read_text(encoding="utf-8")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(
+            [
+                FieldError(
+                    "(json)", f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
+                )
+            ]
+        ) from exc
+    return parse_config(data)
+
+
+def config_to_dict(config: TierConfig) -> dict[str, Any]:
+    """The JSON-ready document, holding only fields that were given or set explicitly."""
+    return config.model_dump(mode="json", exclude_unset=True)
+
+
+def effective_dict(config: TierConfig) -> dict[str, Any]:
+    """The JSON-ready document with every default filled in."""
+    return config.model_dump(mode="json")
+
+
+def default_config() -> TierConfig:
+    """The seed's three tiers (DESIGN.md 3.1)."""
+    return parse_config(
+        {
+            "scheduler": {
+                "queues": {
+                    "online": {
+                        "max_batch_size": 8,
+                        "max_waiting_time_ms": 10,
+                        "max_tokens_per_batch": 4096,
+                        "priority": 1,
+                    },
+                    "batch": {
+                        "max_batch_size": 32,
+                        "max_waiting_time_ms": 50,
+                        "max_tokens_per_batch": 16384,
+                        "priority": 2,
+                    },
+                    "offline": {
+                        "max_batch_size": 64,
+                        "max_waiting_time_ms": 200,
+                        "max_tokens_per_batch": 32768,
+                        "priority": 3,
+                    },
+                },
+                "adaptive": {
+                    "enabled": True,
+                    "online_pressure_threshold": 10,
+                    "wait_time_reduction_ratio": 0.5,
+                },
+            }
+        }
+    )
+
+
+def _same(a: Any, b: Any) -> bool:
+    # 10 and 10.0 are the same setting; JSON does not distinguish them meaningfully.
+    if _is_number(a) and _is_number(b):
+        return math.isclose(float(a), float(b), rel_tol=0.0, abs_tol=0.0)
+    return bool(a == b) and type(a) is type(b)
+
+
+def _diff(path: str, old: Any, new: Any, out: list[Change]) -> None:
+    if isinstance(old, dict) and isinstance(new, dict):
+        for key in list(old) + [k for k in new if k not in old]:
+            sub = f"{path}.{key}"
+            if key not in new:
+                out.append(Change(sub, old[key], None))
+            elif key not in old:
+                out.append(Change(sub, None, new[key]))
+            else:
+                _diff(sub, old[key], new[key], out)
+    elif not _same(old, new):
+        out.append(Change(path, old, new))
+
+
+def diff_configs(old: TierConfig, new: TierConfig) -> list[Change]:
+    """Changes between two configs, compared with defaults filled in, one per leaf field
+    (a whole queue when one was added or removed). Paths start at "scheduler"."""
+    out: list[Change] = []
+    _diff("scheduler", effective_dict(old)["scheduler"], effective_dict(new)["scheduler"], out)
+    return out

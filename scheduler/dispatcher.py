@@ -1,0 +1,387 @@
+"""The tiered dispatcher (DESIGN.md 3.2) as a pure state machine fed with events and a clock.
+
+Nothing here reads a clock or does I/O: every call takes `now` (float seconds, monotonic), so
+the rules can be tested to the microsecond without sleeping.
+
+Data layout, chosen so that no decision costs time in proportion to queue depth:
+- each tier holds one FIFO deque per length group; entries are appended in arrival order, so
+  the head of each deque is its oldest request and the tier's oldest is the oldest head;
+- request count and prompt+max token sums per tier are kept up to date on every event;
+- cancelling a queued request only marks its entry dead (O(1)); dead entries are skipped when
+  they reach a head and swept in one pass once they outnumber the live ones (amortised O(1)).
+
+Choices where DESIGN.md is silent:
+- tokens of a request (readiness and the per-release cap) = prompt_tokens + max_tokens;
+- a release takes the oldest request's length group first, in FIFO order, then the other groups
+  by the age of their heads; it stops at the first request that would overflow
+  `max_tokens_per_batch` (never skipping one, to keep FIFO), except that a release always takes
+  at least one request, so an oversize request goes alone;
+- `reconfigure` keeps every queued and in-flight request with its arrival time; those of a
+  removed tier move to the least urgent remaining tier (`tier_of` says where a request is now).
+  A lower `max_in_flight` releases nothing until in-flight falls under it; a lower
+  `max_queue_depth` refuses only new arrivals;
+- `reserved_slots` is clamped below `max_in_flight` when the cap comes from the caller's default;
+- the queue-timeout check is inclusive: a request that has waited exactly `queue_timeout_ms`
+  is rejected, and a tier whose oldest request has waited exactly the effective wait is ready.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections import deque
+
+from scheduler.config import TierConfig
+from scheduler.stats import TierBook, retry_after_s, scheduler_stats
+from scheduler.types import (
+    QUEUE_FULL,
+    QUEUE_TIMEOUT,
+    PollResult,
+    Rejection,
+    Request,
+    SchedulerStats,
+)
+
+_SWEEP_MIN_DEAD = 64  # below this, dead entries are cheaper to skip than to sweep
+
+
+class _Entry:
+    __slots__ = ("alive", "arrived", "req", "seq", "tier", "tokens")
+
+    def __init__(self, req: Request, arrived: float, seq: int, tier: _Tier) -> None:
+        self.req = req
+        self.arrived = arrived
+        self.seq = seq
+        self.tier = tier
+        self.tokens = req.prompt_tokens + req.max_tokens
+        self.alive = True
+
+
+class _Flight:
+    __slots__ = ("awaiting", "req", "tier")
+
+    def __init__(self, req: Request, tier: _Tier) -> None:
+        self.req = req
+        self.tier = tier
+        self.awaiting = True
+
+
+class _Tier(TierBook):
+    """A queue's configuration, its pending requests and its counters."""
+
+    __slots__ = (
+        "bounds",
+        "dead",
+        "groups",
+        "max_batch",
+        "max_depth",
+        "max_tokens",
+        "rank",
+        "reduced_wait_s",
+        "threshold",
+        "timeout_s",
+        "wait_s",
+    )
+
+    def __init__(self, name: str, config: TierConfig, rank: int) -> None:
+        super().__init__(name)
+        self.rank = rank
+        self.configure(config)
+        self.groups: list[deque[_Entry]] = [deque() for _ in range(len(self.bounds) + 1)]
+        self.dead = 0
+
+    def configure(self, config: TierConfig) -> None:
+        q = config.scheduler.queues[self.name]
+        adaptive = config.scheduler.adaptive
+        self.priority = q.priority
+        self.max_batch = q.max_batch_size
+        self.max_tokens = q.max_tokens_per_batch
+        self.max_depth = q.max_queue_depth
+        self.timeout_s = None if q.queue_timeout_ms is None else q.queue_timeout_ms / 1000.0
+        self.bounds = list(q.length_groups)
+        self.wait_s = q.max_waiting_time_ms / 1000.0
+        self.reduced_wait_s = self.wait_s
+        self.threshold: int | None = None  # None: adaptive rule off for this tier
+        if adaptive.enabled and adaptive.tier == self.name:
+            self.reduced_wait_s = self.wait_s * adaptive.wait_time_reduction_ratio
+            self.threshold = adaptive.online_pressure_threshold
+
+    def effective_wait(self) -> float:
+        if self.threshold is not None and self.depth > self.threshold:
+            return self.reduced_wait_s
+        return self.wait_s
+
+    def oldest(self) -> _Entry | None:
+        best: _Entry | None = None
+        for dq in self.groups:
+            while dq and not dq[0].alive:
+                dq.popleft()
+                self.dead -= 1
+            if dq and (best is None or dq[0].seq < best.seq):
+                best = dq[0]
+        return best
+
+    def ready(self, now: float) -> bool:
+        if self.depth == 0:
+            return False
+        if self.depth >= self.max_batch or self.queued_tokens >= self.max_tokens:
+            return True
+        oldest = self.oldest()
+        return oldest is not None and now >= oldest.arrived + self.effective_wait()
+
+    def adaptive_active(self) -> bool:
+        return self.threshold is not None and self.depth > self.threshold
+
+    def group_of(self, prompt_tokens: int) -> int:
+        return bisect_left(self.bounds, prompt_tokens) if self.bounds else 0
+
+    def sweep(self) -> None:
+        for i, dq in enumerate(self.groups):
+            self.groups[i] = deque(e for e in dq if e.alive)
+        self.dead = 0
+
+
+class Dispatcher:
+    """Holds the backlog per tier and decides what reaches the engine and when."""
+
+    def __init__(self, config: TierConfig, *, default_max_in_flight: int = 256) -> None:
+        self._default_max_in_flight = default_max_in_flight
+        self._queued: dict[str, _Entry] = {}
+        self._flight: dict[str, _Flight] = {}
+        self._awaiting = 0
+        self._seq = 0
+        self._recent: deque[tuple[str, float, int, int, float]] = deque(maxlen=64)
+        self._tiers: dict[str, _Tier] = {}
+        self._order: list[_Tier] = []
+        self._apply(config)
+
+    # -- configuration --------------------------------------------------------------------
+
+    def _apply(self, config: TierConfig) -> None:
+        admission = config.scheduler.admission
+        self.config = config
+        cap = admission.max_in_flight
+        self.max_in_flight = cap if cap is not None else max(1, self._default_max_in_flight)
+        self.max_awaiting = admission.max_awaiting_first_token
+        self.reserved = min(admission.reserved_slots, self.max_in_flight - 1)
+        tiers: dict[str, _Tier] = {}
+        for rank, name in enumerate(config.tiers_by_urgency()):
+            old = self._tiers.get(name)
+            if old is not None:
+                old.rank = rank
+                old.configure(config)
+                tiers[name] = old
+            else:
+                tiers[name] = _Tier(name, config, rank)
+        self._tiers = tiers
+        self._order = list(tiers.values())
+
+    def reconfigure(self, config: TierConfig, now: float) -> None:
+        """Switch to a new config without dropping any request (see the module docstring)."""
+        del now  # decisions under the new config happen at the next poll
+        self._apply(config)
+        fallback = self._order[-1]
+        entries = sorted(self._queued.values(), key=lambda e: e.seq)
+        for tier in self._order:
+            tier.groups = [deque() for _ in range(len(tier.bounds) + 1)]
+            tier.dead = tier.depth = tier.queued_tokens = tier.in_flight = tier.awaiting = 0
+        for entry in entries:
+            tier = self._tiers.get(entry.tier.name, fallback)
+            entry.tier = tier
+            tier.groups[tier.group_of(entry.req.prompt_tokens)].append(entry)
+            tier.depth += 1
+            tier.queued_tokens += entry.tokens
+        for flight in self._flight.values():
+            flight.tier = self._tiers.get(flight.tier.name, fallback)
+            flight.tier.in_flight += 1
+            flight.tier.awaiting += flight.awaiting
+
+    # -- events -------------------------------------------------------------------------------
+
+    def arrive(self, req: Request, now: float) -> Rejection | None:
+        """Queue a request, or refuse it (429) when its tier's queue is full."""
+        tier = self._tiers.get(req.tier)
+        if tier is None:
+            raise ValueError(f"unknown tier {req.tier!r}")
+        if req.id in self._queued or req.id in self._flight:
+            raise ValueError(f"request id {req.id!r} is already held")
+        if tier.max_depth is not None and tier.depth >= tier.max_depth:
+            tier.rejections[QUEUE_FULL] = tier.rejections.get(QUEUE_FULL, 0) + 1
+            return Rejection(
+                QUEUE_FULL, 429, retry_after_s(tier, now), f"queue {tier.name} is full"
+            )
+        self._seq += 1
+        entry = _Entry(req, now, self._seq, tier)
+        tier.groups[tier.group_of(req.prompt_tokens) if tier.bounds else 0].append(entry)
+        tier.depth += 1
+        tier.queued_tokens += entry.tokens
+        self._queued[req.id] = entry
+        return None
+
+    def first_token(self, req_id: str, now: float) -> None:
+        """The engine produced the request's first token: it no longer waits in the engine."""
+        flight = self._flight.get(req_id)
+        if flight is not None and flight.awaiting:
+            flight.awaiting = False
+            self._awaiting -= 1
+            flight.tier.awaiting -= 1
+
+    def complete(self, req_id: str, now: float) -> bool:
+        """A released request finished; its slot is free. False when it was not in flight."""
+        flight = self._flight.pop(req_id, None)
+        if flight is None:
+            return False
+        flight.tier.in_flight -= 1
+        if flight.awaiting:
+            self._awaiting -= 1
+            flight.tier.awaiting -= 1
+        return True
+
+    def cancel(self, req_id: str, now: float) -> bool:
+        """The client left: drop a queued request or free a released one's slot. Never raises."""
+        entry = self._queued.pop(req_id, None)
+        if entry is None:
+            return self.complete(req_id, now)
+        tier = entry.tier
+        entry.alive = False
+        tier.depth -= 1
+        tier.queued_tokens -= entry.tokens
+        tier.dead += 1
+        tier.cancelled += 1
+        if tier.dead > _SWEEP_MIN_DEAD and tier.dead > tier.depth:
+            tier.sweep()
+        return True
+
+    # -- decisions ------------------------------------------------------------------------
+
+    def poll(self, now: float) -> PollResult:
+        """Reject timed-out requests, release what the rules allow, say when to look again."""
+        rejected: list[tuple[Request, Rejection]] = []
+        released: list[Request] = []
+        for tier in self._order:
+            if tier.timeout_s is not None and tier.depth:
+                self._expire(tier, now, rejected)
+        while len(self._flight) < self.max_in_flight and self._awaiting < self.max_awaiting:
+            chosen = next((t for t in self._order if t.ready(now)), None)
+            if chosen is None:
+                break
+            cap = self.max_in_flight - (self.reserved if chosen.rank else 0)
+            room = min(
+                cap - len(self._flight), self.max_awaiting - self._awaiting, chosen.max_batch
+            )
+            if room <= 0:
+                break  # only reserved slots are left and this is not the most urgent tier
+            self._release(chosen, room, now, released)
+        return PollResult(released, rejected, self._next_wakeup(now))
+
+    def _expire(self, tier: _Tier, now: float, out: list[tuple[Request, Rejection]]) -> None:
+        assert tier.timeout_s is not None
+        limit = now - tier.timeout_s
+        for dq in tier.groups:
+            while dq and (not dq[0].alive or dq[0].arrived <= limit):
+                entry = dq.popleft()
+                if not entry.alive:
+                    tier.dead -= 1
+                    continue
+                self._unqueue(entry)
+                tier.rejections[QUEUE_TIMEOUT] = tier.rejections.get(QUEUE_TIMEOUT, 0) + 1
+                detail = f"waited over {tier.timeout_s:g} s in queue {tier.name}"
+                out.append((entry.req, Rejection(QUEUE_TIMEOUT, 503, None, detail)))
+
+    def _unqueue(self, entry: _Entry) -> None:
+        del self._queued[entry.req.id]
+        entry.tier.depth -= 1
+        entry.tier.queued_tokens -= entry.tokens
+
+    def _release(self, tier: _Tier, room: int, now: float, out: list[Request]) -> None:
+        tier.oldest()  # drops dead heads so that every deque head below is live
+        order = sorted((dq for dq in tier.groups if dq), key=lambda dq: dq[0].seq)
+        taken = 0
+        tokens = 0
+        longest = 0
+        prompt_sum = 0
+        full = False
+        for dq in order:
+            while dq and taken < room:
+                entry = dq[0]
+                if not entry.alive:
+                    dq.popleft()
+                    tier.dead -= 1
+                    continue
+                if taken and tokens + entry.tokens > tier.max_tokens:
+                    full = True
+                    break
+                dq.popleft()
+                self._unqueue(entry)
+                req = entry.req
+                self._flight[req.id] = _Flight(req, tier)
+                out.append(req)
+                tier.record_wait(now - entry.arrived)
+                taken += 1
+                tokens += entry.tokens
+                prompt_sum += req.prompt_tokens
+                longest = max(longest, req.prompt_tokens)
+            if full or taken >= room:
+                break
+        self._awaiting += taken
+        tier.in_flight += taken
+        tier.awaiting += taken
+        padding = 0.0 if longest == 0 else 1.0 - prompt_sum / (taken * longest)
+        tier.record_release(now, taken, padding)
+        self._recent.append((tier.name, now, taken, tokens, padding))
+
+    def _next_wakeup(self, now: float) -> float | None:
+        """Earliest future instant at which time alone changes a decision: a tier's wait
+        running out, or a queued request timing out. Ready tiers blocked on slots need no
+        timer: a first token, completion or cancel wakes the driver."""
+        wakeup: float | None = None
+        for tier in self._order:
+            if not tier.depth:
+                continue
+            oldest = tier.oldest()
+            if oldest is None:
+                continue
+            candidates: list[float] = []
+            if tier.depth < tier.max_batch and tier.queued_tokens < tier.max_tokens:
+                candidates.append(oldest.arrived + tier.effective_wait())
+            if tier.timeout_s is not None:
+                candidates.append(oldest.arrived + tier.timeout_s)
+            for when in candidates:
+                if when > now and (wakeup is None or when < wakeup):
+                    wakeup = when
+        return wakeup
+
+    # -- queries --------------------------------------------------------------------------
+
+    def tier_of(self, req_id: str) -> str | None:
+        """The tier a held request belongs to now (it may have moved on reconfigure)."""
+        entry = self._queued.get(req_id)
+        if entry is not None:
+            return entry.tier.name
+        flight = self._flight.get(req_id)
+        return flight.tier.name if flight is not None else None
+
+    def is_queued(self, req_id: str) -> bool:
+        return req_id in self._queued
+
+    def is_in_flight(self, req_id: str) -> bool:
+        return req_id in self._flight
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._flight)
+
+    @property
+    def awaiting_first_token(self) -> int:
+        return self._awaiting
+
+    def stats(self, now: float) -> SchedulerStats:
+        return scheduler_stats(
+            now,
+            self._order,
+            in_flight=len(self._flight),
+            awaiting=self._awaiting,
+            max_in_flight=self.max_in_flight,
+            max_awaiting=self.max_awaiting,
+            reserved=self.reserved,
+            recent=list(self._recent),
+        )

@@ -1,0 +1,90 @@
+"""Plain data exchanged with the dispatcher: requests, rejections, poll results and stats."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+QUEUE_FULL = "queue_full"
+QUEUE_TIMEOUT = "queue_timeout"
+SHUTTING_DOWN = "shutting_down"
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One client request as the dispatcher sees it. `id` must be unique while it is held."""
+
+    id: str
+    tier: str
+    prompt_tokens: int
+    max_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class Rejection:
+    """Why a request will not be served: `status` is the HTTP status the gateway answers with,
+    `retry_after_s` the Retry-After hint (only for a full queue)."""
+
+    reason: str
+    status: int
+    retry_after_s: float | None = None
+    detail: str = ""
+
+
+@dataclass(slots=True)
+class PollResult:
+    released: list[Request]
+    rejected: list[tuple[Request, Rejection]]
+    next_wakeup: float | None  # absolute time of the next timer-driven decision, None: no timer
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseRecord:
+    """One release (batch) from a tier: how many requests, tokens, and padding share."""
+
+    tier: str
+    at: float
+    size: int
+    tokens: int
+    padding_ratio: float
+
+
+@dataclass(frozen=True, slots=True)
+class WaitSummary:
+    """Queue-wait durations (seconds) of the most recent released requests of a tier."""
+
+    count: int
+    mean_s: float | None
+    p50_s: float | None
+    p90_s: float | None
+    p99_s: float | None
+    max_s: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class TierStats:
+    name: str
+    priority: int
+    depth: int  # queued requests
+    queued_tokens: int  # their prompt + max tokens
+    in_flight: int
+    awaiting_first_token: int
+    effective_wait_s: float
+    adaptive_active: bool  # the reduced wait is in force now
+    ready: bool
+    released: int
+    cancelled: int
+    rejections: dict[str, int]
+    queue_wait: WaitSummary
+    last_padding_ratio: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerStats:
+    now: float
+    in_flight: int
+    awaiting_first_token: int
+    max_in_flight: int
+    max_awaiting_first_token: int
+    reserved_slots: int
+    tiers: dict[str, TierStats]
+    recent_releases: list[ReleaseRecord] = field(default_factory=list)
