@@ -1,0 +1,1 @@
+"""Benchmarks: runs, request samples, comparisons; the pure load generator lives in loadgen/."""

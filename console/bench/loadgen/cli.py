@@ -1,0 +1,188 @@
+"""`python -m console.bench.loadgen ...`: run a workload, print a table, write JSON."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from console.bench.loadgen.runner import run_workload
+from console.bench.loadgen.spec import (
+    TIER_HEADER_DEFAULT,
+    SpecError,
+    WorkloadSpec,
+    parse_stages,
+    parse_tier_mix,
+)
+from console.bench.loadgen.stats import OVERALL
+from console.bench.loadgen.types import Progress, RunResult
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m console.bench.loadgen",
+        description="Streaming load generator for OpenAI-compatible endpoints (vLLM, Tiergate).",
+    )
+    p.add_argument("--base-url", required=True, help="e.g. http://127.0.0.1:8000/v1")
+    p.add_argument("--model", required=True)
+    p.add_argument("--api-key", default=os.environ.get("TIERGATE_LOADGEN_API_KEY"),
+                   help="bearer key (default: $TIERGATE_LOADGEN_API_KEY)")
+    p.add_argument("--endpoint", choices=("chat", "completions"), default="chat")
+    shape = p.add_mutually_exclusive_group()
+    shape.add_argument("--concurrency", type=int, help="requests kept in flight")
+    shape.add_argument("--rate", type=float, help="arrivals per second (open loop)")
+    shape.add_argument("--stages", help='concurrency ladder "32:60,128:180" (conc:seconds)')
+    arrival = p.add_mutually_exclusive_group()
+    arrival.add_argument("--poisson", dest="arrival", action="store_const", const="poisson")
+    arrival.add_argument("--constant", dest="arrival", action="store_const", const="constant")
+    p.add_argument("--requests", type=int, help="measured requests (after warmup)")
+    p.add_argument("--duration", type=float, help="measured seconds (after warmup)")
+    p.add_argument("--warmup", type=float, default=0.0, help="seconds excluded from results")
+    p.add_argument("--prompt-tokens", type=int, default=128)
+    p.add_argument("--max-tokens", type=int, default=128)
+    p.add_argument("--shared-prefix-tokens", type=int, default=0)
+    p.add_argument("--prompts-file", help='JSONL: {"prompt": ...} or {"messages": [...]}')
+    p.add_argument("--no-stream", dest="stream", action="store_false")
+    p.add_argument("--temperature", type=float)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--tier-mix", default="", help="online=0.7,batch=0.2,offline=0.1")
+    p.add_argument("--tier-header", default=TIER_HEADER_DEFAULT)
+    p.add_argument("--timeout", type=float, default=600.0, help="per-request seconds")
+    p.add_argument("--slo-ttft-ms", type=float)
+    p.add_argument("--slo-tpot-ms", type=float)
+    p.add_argument("--keep-itl", action="store_true", help="keep every ITL gap in the JSON")
+    p.add_argument("--json", dest="json_path", help="write the full result here")
+    p.add_argument("--quiet", action="store_true", help="no progress line")
+    return p
+
+
+def spec_from_args(args: argparse.Namespace) -> WorkloadSpec:
+    stages = parse_stages(args.stages) if args.stages else []
+    concurrency = args.concurrency
+    if concurrency is None and args.rate is None and not stages:
+        concurrency = 1
+    requests = args.requests
+    if requests is None and args.duration is None and not stages:
+        requests = 100
+    return WorkloadSpec(
+        base_url=args.base_url,
+        model=args.model,
+        api_key=args.api_key,
+        endpoint=args.endpoint,
+        concurrency=concurrency,
+        rate=args.rate,
+        arrival=args.arrival or "poisson",
+        stages=stages,
+        requests=requests,
+        duration_s=args.duration,
+        warmup_s=args.warmup,
+        prompt_tokens=args.prompt_tokens,
+        max_tokens=args.max_tokens,
+        shared_prefix_tokens=args.shared_prefix_tokens,
+        prompts_file=args.prompts_file,
+        stream=args.stream,
+        temperature=args.temperature,
+        seed=args.seed,
+        tier_mix=parse_tier_mix(args.tier_mix) if args.tier_mix else {},
+        tier_header=args.tier_header,
+        timeout_s=args.timeout,
+        slo_ttft_ms=args.slo_ttft_ms,
+        slo_tpot_ms=args.slo_tpot_ms,
+        keep_itl_raw=args.keep_itl,
+    )
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value * 1000:.1f}"
+
+
+def format_summary(result: RunResult) -> str:
+    metrics = ("ttft_s", "tpot_s", "itl_s", "e2e_s")
+    header = f"{'tier':<10} {'n':>6} {'err':>5} " + " ".join(
+        f"{m[:-2].upper() + ' p50/p90/p99 ms':>24}" for m in metrics
+    ) + f" {'req/s':>8} {'tok/s':>9}"
+    lines = [header, "-" * len(header)]
+    for tier, s in result.summary.items():
+        cells = " ".join(
+            f"{'/'.join(_ms(s[m][q]) for q in ('p50', 'p90', 'p99')):>24}" for m in metrics
+        )
+        rps, tps = s["request_throughput_rps"], s["output_throughput_tps"]
+        lines.append(
+            f"{tier:<10} {s['count']:>6} {s['errors']:>5} {cells} "
+            f"{'-' if rps is None else f'{rps:.2f}':>8} {'-' if tps is None else f'{tps:.1f}':>9}"
+        )
+    overall = result.summary[OVERALL]
+    lines.append(f"measured window: {overall['window_s']:.2f} s")
+    if overall["goodput_rps"] is not None:
+        lines.append(f"goodput: {overall['goodput_rps']:.2f} req/s meeting the SLO")
+    v = result.validity
+    cpu = v["client_cpu_ratio"]
+    lines.append(
+        f"client: cpu {'-' if cpu is None else f'{cpu:.0%}'} of a core, dispatch lag p99 "
+        f"{_ms(v['dispatch_lag_p99_s'])} ms, loop lag p99 {_ms(v['loop_lag_p99_s'])} ms, "
+        f"usage missing {v['usage_missing']}"
+    )
+    for flag in v["flags"]:
+        lines.append(f"WARNING (validity): {flag}")
+    if result.cancelled:
+        lines.append("run cancelled: figures cover the requests completed before the cancel")
+    errors = [s.error for s in result.samples if s.error]
+    if errors:
+        lines.append(f"first error: {errors[0]}")
+    return "\n".join(lines)
+
+
+def _progress_printer(stream: Any) -> Callable[[Progress], None]:
+    def show(p: Progress) -> None:
+        p99 = "-" if p.current_p99_ttft_s is None else f"{p.current_p99_ttft_s * 1000:.0f} ms"
+        stream.write(
+            f"\r{p.percent:5.1f}%  {p.elapsed_s:6.1f}s  done {p.requests_done}  "
+            f"errors {p.errors}  TTFT p99 {p99}   "
+        )
+        stream.flush()
+
+    return show
+
+
+async def _run(spec: WorkloadSpec, quiet: bool) -> RunResult:
+    cancel = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, cancel.set)
+    progress = None if quiet or not sys.stderr.isatty() else _progress_printer(sys.stderr)
+    return await run_workload(spec, on_progress=progress, cancel_event=cancel)
+
+
+def _runner() -> asyncio.Runner:
+    try:
+        import uvloop  # the cheaper loop keeps the client's own overhead low
+
+        return asyncio.Runner(loop_factory=uvloop.new_event_loop)
+    except ImportError:
+        return asyncio.Runner()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        spec = spec_from_args(args)
+    except SpecError as exc:
+        parser.error(str(exc))
+    with _runner() as runner:
+        result = runner.run(_run(spec, args.quiet))
+    if not args.quiet and sys.stderr.isatty():
+        sys.stderr.write("\n")
+    print(format_summary(result))
+    if args.json_path:
+        with open(args.json_path, "w", encoding="utf-8") as handle:
+            json.dump(result.to_json_dict(), handle, indent=1)
+    overall = result.summary[OVERALL]
+    if overall["count"] and overall["completed"] == 0:
+        return 1  # nothing succeeded: scripts and CI should notice
+    return 0

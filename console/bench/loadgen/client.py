@@ -1,0 +1,192 @@
+"""One OpenAI-compatible request over aiohttp, timed from send to [DONE].
+
+aiohttp, not httpx, because the client's own CPU cost per streamed token must stay small and
+flat as load grows (measured: docs/performance.md, "Load generator").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import time
+from typing import Any
+
+import aiohttp
+
+from console.bench.loadgen.prompts import PlannedRequest
+from console.bench.loadgen.sse import SSEDecoder
+from console.bench.loadgen.stats import itl_stats
+from console.bench.loadgen.types import RequestSample
+
+ERROR_TEXT_LIMIT = 500
+
+
+def endpoint_url(base_url: str, endpoint: str) -> str:
+    """`http://h:p/v1`, `http://h:p/v1/` and `http://h:p` all give `http://h:p/v1/<endpoint>`."""
+    base = base_url.rstrip("/")
+    if not base.endswith("/v1"):
+        base += "/v1"
+    return f"{base}/chat/completions" if endpoint == "chat" else f"{base}/completions"
+
+
+def request_headers(api_key: str | None) -> dict[str, str]:
+    headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    return headers
+
+
+def _error_message(obj: Any) -> str:
+    if isinstance(obj, dict):
+        err = obj.get("error", obj)
+        if isinstance(err, dict):
+            return str(err.get("message") or err)[:ERROR_TEXT_LIMIT]
+        return str(err)[:ERROR_TEXT_LIMIT]
+    return str(obj)[:ERROR_TEXT_LIMIT]
+
+
+class _StreamState:
+    """Folds decoded SSE events of one response into content times, usage and errors."""
+
+    __slots__ = ("chat", "done", "error", "output_tokens", "prompt_tokens", "response_id", "times")
+
+    def __init__(self, chat: bool) -> None:
+        self.chat = chat
+        self.done = False
+        self.error: str | None = None
+        self.prompt_tokens: int | None = None
+        self.output_tokens: int | None = None
+        self.response_id: str | None = None
+        self.times: list[float] = []
+
+    def on_event(self, data: str, event: str, now: float) -> None:
+        if self.done:
+            self.error = "data after [DONE]"
+            return
+        if data == "[DONE]":
+            self.done = True
+            return
+        try:
+            obj = json.loads(data)
+        except ValueError:
+            self.error = f"invalid JSON in stream: {data[:100]!r}"
+            return
+        if event == "error":
+            self.error = _error_message(obj)
+            return
+        if not isinstance(obj, dict):
+            self.error = f"unexpected stream payload: {data[:100]!r}"
+            return
+        if obj.get("error"):
+            self.error = _error_message(obj)
+            return
+        if self.response_id is None:
+            self.response_id = obj.get("id")
+        choices = obj.get("choices")
+        if choices:
+            choice = choices[0]
+            content = (choice.get("delta") or {}).get("content") if self.chat else choice.get("text")
+            if content:
+                self.times.append(now)
+        usage = obj.get("usage")
+        if usage:
+            self.prompt_tokens = usage.get("prompt_tokens")
+            self.output_tokens = usage.get("completion_tokens")
+
+
+async def send_request(
+    session: aiohttp.ClientSession,
+    url: str,
+    headers: dict[str, str],
+    planned: PlannedRequest,
+    *,
+    tier_header: str,
+    stream: bool,
+    chat: bool,
+) -> RequestSample:
+    if planned.tier is not None:
+        headers = {**headers, tier_header: planned.tier}
+    sample = RequestSample(index=planned.index, send_time=time.time(), tier=planned.tier)
+    start = time.perf_counter()
+    state = _StreamState(chat)
+    end = start
+    try:
+        async with session.post(url, data=planned.body, headers=headers) as resp:
+            sample.status = resp.status
+            if resp.status != 200:
+                text = await resp.text(errors="replace")
+                sample.error = f"HTTP {resp.status}: {text[:ERROR_TEXT_LIMIT]}"
+            elif stream:
+                decoder = SSEDecoder()
+                feed, on_event, clock = decoder.feed, state.on_event, time.perf_counter
+                async for data in resp.content.iter_any():
+                    now = clock()
+                    for ev in feed(data):
+                        on_event(ev.data, ev.event, now)
+                    if state.error is not None:
+                        break
+                end = time.perf_counter()
+                if state.error is None and not state.done:
+                    state.error = "stream ended before [DONE]"
+            else:
+                _read_whole(state, await resp.read(), chat)
+                end = time.perf_counter()
+                state.times.append(end)
+    except TimeoutError:
+        sample.error = "timeout"
+    except aiohttp.ClientError as exc:
+        sample.error = f"{type(exc).__name__}: {exc}"[:ERROR_TEXT_LIMIT]
+    except asyncio.CancelledError:
+        raise
+    if sample.error is None:
+        sample.error = state.error
+    _finish(sample, state, start, end, stream=stream)
+    return sample
+
+
+def _read_whole(state: _StreamState, raw: bytes, chat: bool) -> None:
+    try:
+        obj = json.loads(raw)
+    except ValueError:
+        state.error = f"invalid JSON response: {raw[:100]!r}"
+        return
+    if not isinstance(obj, dict) or obj.get("error"):
+        state.error = _error_message(obj)
+        return
+    state.response_id = obj.get("id")
+    usage = obj.get("usage") or {}
+    state.prompt_tokens = usage.get("prompt_tokens")
+    state.output_tokens = usage.get("completion_tokens")
+    state.done = True
+
+
+def _finish(
+    sample: RequestSample,
+    state: _StreamState,
+    start: float,
+    end: float,
+    *,
+    stream: bool,
+) -> None:
+    sample.response_id = state.response_id
+    sample.prompt_tokens = state.prompt_tokens
+    if sample.error is not None:
+        return
+    times = state.times
+    sample.e2e = end - start
+    sample.content_chunks = len(times) if stream else 0
+    if stream and times:
+        sample.ttft = times[0] - start
+        gaps = [b - a for a, b in itertools.pairwise(times)]
+        sample.itl = itl_stats(gaps)
+        # Kept for the run's pooled ITL percentiles; the runner drops them afterwards
+        # unless the spec asks to keep them.
+        sample.itl_raw = gaps
+    if state.output_tokens is None:
+        sample.usage_missing = True
+        sample.output_tokens = sample.content_chunks if stream else None
+    else:
+        sample.output_tokens = state.output_tokens
+    if sample.ttft is not None and sample.output_tokens and sample.output_tokens > 1:
+        sample.tpot = (sample.e2e - sample.ttft) / (sample.output_tokens - 1)

@@ -1,0 +1,199 @@
+"""The workload: what to send, how fast, for how long. A plain dataclass with a JSON form."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+TIER_HEADER_DEFAULT = "X-Tiergate-Tier"
+ENDPOINTS = ("chat", "completions")
+ARRIVALS = ("poisson", "constant")
+
+
+class SpecError(ValueError):
+    """A workload option is invalid; the message names the field."""
+
+
+@dataclass(slots=True)
+class Stage:
+    concurrency: int
+    duration_s: float
+
+
+@dataclass(slots=True)
+class WorkloadSpec:
+    base_url: str
+    model: str
+    api_key: str | None = None
+    endpoint: str = "chat"
+    # Load shape: fixed concurrency, an arrival rate, or a ladder of concurrency stages.
+    concurrency: int | None = None
+    rate: float | None = None
+    arrival: str = "poisson"
+    stages: list[Stage] = field(default_factory=list)
+    # Limits: measured requests (after warmup) or measured seconds (after warmup).
+    requests: int | None = None
+    duration_s: float | None = None
+    warmup_s: float = 0.0
+    # Request content.
+    prompt_tokens: int = 128
+    max_tokens: int = 128
+    shared_prefix_tokens: int = 0
+    prompts_file: str | None = None
+    stream: bool = True
+    temperature: float | None = None
+    seed: int = 0
+    tier_mix: dict[str, float] = field(default_factory=dict)
+    tier_header: str = TIER_HEADER_DEFAULT
+    timeout_s: float = 600.0
+    slo_ttft_ms: float | None = None
+    slo_tpot_ms: float | None = None
+    keep_itl_raw: bool = False
+
+    def __post_init__(self) -> None:
+        self.stages = [s if isinstance(s, Stage) else Stage(**s) for s in self.stages]
+        self.validate()
+
+    def validate(self) -> None:
+        if not self.base_url:
+            raise SpecError("base_url: required")
+        if not self.model:
+            raise SpecError("model: required")
+        if self.endpoint not in ENDPOINTS:
+            raise SpecError(f"endpoint: must be one of {', '.join(ENDPOINTS)}")
+        if self.arrival not in ARRIVALS:
+            raise SpecError(f"arrival: must be one of {', '.join(ARRIVALS)}")
+        shapes = sum(x is not None and x != [] for x in (self.concurrency, self.rate, self.stages))
+        if shapes > 1:
+            raise SpecError("concurrency: give only one of concurrency, rate, stages")
+        if self.concurrency is not None and self.concurrency < 1:
+            raise SpecError("concurrency: must be >= 1")
+        if self.rate is not None and not (self.rate > 0 and math.isfinite(self.rate)):
+            raise SpecError("rate: must be > 0")
+        for i, stage in enumerate(self.stages):
+            if stage.concurrency < 1 or stage.duration_s <= 0:
+                raise SpecError(f"stages[{i}]: need concurrency >= 1 and seconds > 0")
+        if self.stages and self.duration_s is not None:
+            raise SpecError("duration_s: the stages define the duration")
+        if not self.stages and self.requests is None and self.duration_s is None:
+            raise SpecError("requests: give requests or duration_s (or stages)")
+        if self.requests is not None and self.requests < 1:
+            raise SpecError("requests: must be >= 1")
+        if self.duration_s is not None and self.duration_s <= 0:
+            raise SpecError("duration_s: must be > 0")
+        if self.warmup_s < 0:
+            raise SpecError("warmup_s: must be >= 0")
+        if self.stages and self.warmup_s >= self.total_stage_s:
+            raise SpecError("warmup_s: must be shorter than the stages")
+        if self.prompt_tokens < 1 or self.max_tokens < 1:
+            raise SpecError("prompt_tokens: prompt_tokens and max_tokens must be >= 1")
+        if not 0 <= self.shared_prefix_tokens <= self.prompt_tokens:
+            raise SpecError("shared_prefix_tokens: must be between 0 and prompt_tokens")
+        if self.timeout_s <= 0:
+            raise SpecError("timeout_s: must be > 0")
+        for tier, weight in self.tier_mix.items():
+            if not tier or weight < 0 or not math.isfinite(weight):
+                raise SpecError(f"tier_mix.{tier}: weight must be >= 0")
+        if self.tier_mix and sum(self.tier_mix.values()) <= 0:
+            raise SpecError("tier_mix: weights sum to zero")
+
+    @property
+    def total_stage_s(self) -> float:
+        return sum(s.duration_s for s in self.stages)
+
+    @property
+    def max_concurrency(self) -> int:
+        """Upper bound on requests in flight, for sizing the connection pool."""
+        if self.stages:
+            return max(s.concurrency for s in self.stages)
+        if self.concurrency is not None:
+            return self.concurrency
+        if self.rate is not None:
+            # Open-loop arrivals: in flight ~ rate x latency; leave room, the pool is only a cap.
+            return max(64, int(self.rate * 60))
+        return 1
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["api_key"] = None  # never persist or log the key
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> WorkloadSpec:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise SpecError(f"{unknown[0]}: unknown workload field")
+        values = dict(data)
+        values["stages"] = [
+            Stage(int(s["concurrency"]), float(s["duration_s"])) if isinstance(s, dict) else s
+            for s in values.get("stages") or []
+        ]
+        return cls(**values)
+
+
+def parse_tier_mix(text: str) -> dict[str, float]:
+    """`online=0.7,batch=0.2,offline=0.1` -> {"online": 0.7, ...}."""
+    mix: dict[str, float] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        name, sep, weight = part.partition("=")
+        if not sep or not name.strip():
+            raise SpecError(f"tier_mix: expected name=weight, got {part!r}")
+        try:
+            mix[name.strip()] = float(weight)
+        except ValueError as exc:
+            raise SpecError(f"tier_mix.{name.strip()}: not a number: {weight!r}") from exc
+    return mix
+
+
+def parse_stages(text: str) -> list[Stage]:
+    """`32:60,128:180` -> concurrency 32 for 60 s, then 128 for 180 s."""
+    stages: list[Stage] = []
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        conc, sep, secs = part.partition(":")
+        try:
+            stages.append(Stage(int(conc), float(secs)))
+        except ValueError as exc:
+            raise SpecError(f"stages: expected concurrency:seconds, got {part!r}") from exc
+        if not sep:
+            raise SpecError(f"stages: expected concurrency:seconds, got {part!r}")
+    return stages
+
+
+def from_seed003_settings(d: dict[str, Any], *, base_url: str | None = None,
+                          model: str | None = None) -> WorkloadSpec:
+    """Import seed 003's client `settings.json` (api / load_test / workload sections).
+
+    `request_rate: 0` means "no rate limit" there, i.e. fixed concurrency. The key itself is
+    never in that file (`api_key_env` names a variable); the console supplies it separately.
+    Flat dicts with the same key names are accepted too.
+    """
+    api = d.get("api", {}) if isinstance(d.get("api"), dict) else {}
+    load = d.get("load_test", d)
+    work = d.get("workload", d)
+    rate = float(load.get("request_rate") or 0)
+    duration = load.get("duration_seconds", load.get("duration"))
+    warmup = load.get("warmup_seconds", load.get("warmup", 0))
+    concurrency = load.get("concurrency")
+    url = base_url or api.get("base_url") or d.get("base_url")
+    spec_model = model or work.get("model") or d.get("model")
+    if not url:
+        raise SpecError("base_url: not in the settings; give one")
+    if not spec_model:
+        raise SpecError("model: not in the settings; give one")
+    return WorkloadSpec(
+        base_url=str(url),
+        model=str(spec_model),
+        concurrency=None if rate > 0 else int(concurrency or 1),
+        rate=rate if rate > 0 else None,
+        duration_s=float(duration) if duration else None,
+        requests=None if duration else int(load.get("requests", 100)),
+        warmup_s=float(warmup or 0),
+        prompt_tokens=int(work.get("prompt_tokens", 128)),
+        max_tokens=int(work.get("max_output_tokens", work.get("output_tokens", 128))),
+        stream=bool(work.get("stream", True)),
+        temperature=(float(work["temperature"]) if work.get("temperature") is not None
+                     else None),
+        timeout_s=float(api.get("timeout_seconds", 600)),
+    )

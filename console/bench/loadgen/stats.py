@@ -1,0 +1,224 @@
+"""Pure statistics over request samples: summaries per tier, time series, validity flags.
+
+Percentiles are numpy's default (linear interpolation between closest ranks). Durations in
+the output are seconds; keys end in `_s` where that matters. Request throughput is completed
+requests over the wall-clock span of the measured window (not seed 000's n / mean latency).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from console.bench.loadgen.types import ItlStats, RequestSample
+
+PERCENTILES = (50, 90, 99)
+OVERALL = "overall"
+NO_TIER = "default"
+
+# Bounds past which the client itself may have distorted the figures.
+VALIDITY_BOUNDS = {
+    "dispatch_lag_p99_s": 0.010,
+    "dispatch_lag_max_s": 0.100,
+    "loop_lag_p99_s": 0.010,
+    "loop_lag_max_s": 0.100,
+    "client_cpu_ratio": 0.85,  # of one core
+    "error_rate": 0.05,
+    "usage_missing": 0,
+}
+
+
+def itl_stats(gaps: Sequence[float]) -> ItlStats:
+    if not gaps:
+        return ItlStats()
+    arr = np.asarray(gaps, dtype=float)
+    p50, p99 = np.percentile(arr, [50, 99])
+    return ItlStats(len(arr), float(arr.mean()), float(p50), float(p99), float(arr.max()))
+
+
+def distribution(values: Iterable[float | None]) -> dict[str, float | None]:
+    """count, mean, p50, p90, p99, max of the non-None values (None when there are none)."""
+    arr = np.asarray([v for v in values if v is not None], dtype=float)
+    if arr.size == 0:
+        return {"count": 0, "mean": None, "p50": None, "p90": None, "p99": None, "max": None}
+    p50, p90, p99 = np.percentile(arr, PERCENTILES)
+    return {
+        "count": int(arr.size),
+        "mean": float(arr.mean()),
+        "p50": float(p50),
+        "p90": float(p90),
+        "p99": float(p99),
+        "max": float(arr.max()),
+    }
+
+
+def meets_slo(sample: RequestSample, slo_ttft_s: float | None, slo_tpot_s: float | None) -> bool:
+    if not sample.ok:
+        return False
+    if slo_ttft_s is not None and (sample.ttft is None or sample.ttft > slo_ttft_s):
+        return False
+    return not (slo_tpot_s is not None and sample.tpot is not None and sample.tpot > slo_tpot_s)
+
+
+def _itl_values(samples: Sequence[RequestSample]) -> tuple[list[float], str]:
+    # Pool every gap when the raw lists are kept; otherwise each request's mean gap stands in
+    # for its gaps (weighted by count), which keeps the mean exact but blunts the tails.
+    if all(s.itl_raw is not None or s.itl.count == 0 for s in samples):
+        return [g for s in samples for g in (s.itl_raw or ())], "raw"
+    pooled: list[float] = []
+    for s in samples:
+        if s.itl_raw is not None:
+            pooled.extend(s.itl_raw)
+        elif s.itl.count and s.itl.mean is not None:
+            pooled.extend([s.itl.mean] * s.itl.count)
+    return pooled, "per_request_mean"
+
+
+def _group_summary(
+    samples: Sequence[RequestSample],
+    span_s: float,
+    slo_ttft_s: float | None,
+    slo_tpot_s: float | None,
+) -> dict[str, Any]:
+    ok = [s for s in samples if s.ok]
+    errors = len(samples) - len(ok)
+    itl_values, itl_source = _itl_values(ok)
+    output_tokens = sum(s.output_tokens or 0 for s in ok)
+    per_s = (lambda n: n / span_s) if span_s > 0 else (lambda n: None)
+    has_slo = slo_ttft_s is not None or slo_tpot_s is not None
+    good = sum(meets_slo(s, slo_ttft_s, slo_tpot_s) for s in ok) if has_slo else None
+    return {
+        "count": len(samples),
+        "completed": len(ok),
+        "errors": errors,
+        "error_rate": errors / len(samples) if samples else 0.0,
+        "ttft_s": distribution(s.ttft for s in ok),
+        "tpot_s": distribution(s.tpot for s in ok),
+        "itl_s": distribution(itl_values),
+        "itl_source": itl_source,
+        "e2e_s": distribution(s.e2e for s in ok),
+        "prompt_tokens": sum(s.prompt_tokens or 0 for s in ok),
+        "output_tokens": output_tokens,
+        "request_throughput_rps": per_s(len(ok)),
+        "output_throughput_tps": per_s(output_tokens),
+        "good_requests": good,
+        "goodput_rps": per_s(good) if good is not None else None,
+    }
+
+
+def default_window(samples: Sequence[RequestSample]) -> tuple[float, float]:
+    if not samples:
+        return (0.0, 0.0)
+    return (min(s.send_time for s in samples), max(s.end_time for s in samples))
+
+
+def summarize(
+    samples: Sequence[RequestSample],
+    window: tuple[float, float] | None = None,
+    *,
+    slo_ttft_ms: float | None = None,
+    slo_tpot_ms: float | None = None,
+) -> dict[str, Any]:
+    """Summary per tier plus "overall" of the measured (non-warmup) samples.
+
+    `window` is the measured window in unix seconds; by default from the first send to the
+    last completion of the given samples.
+    """
+    measured = [s for s in samples if not s.warmup]
+    start, end = window if window is not None else default_window(measured)
+    span = max(end - start, 0.0)
+    slo_ttft_s = slo_ttft_ms / 1000 if slo_ttft_ms is not None else None
+    slo_tpot_s = slo_tpot_ms / 1000 if slo_tpot_ms is not None else None
+    by_tier: dict[str, list[RequestSample]] = defaultdict(list)
+    for s in measured:
+        by_tier[s.tier or NO_TIER].append(s)
+    summary = {
+        tier: _group_summary(group, span, slo_ttft_s, slo_tpot_s)
+        for tier, group in sorted(by_tier.items())
+    }
+    summary[OVERALL] = _group_summary(measured, span, slo_ttft_s, slo_tpot_s)
+    summary[OVERALL]["window_s"] = span
+    return summary
+
+
+def timeseries(
+    samples: Sequence[RequestSample], window: tuple[float, float] | None = None
+) -> list[dict[str, Any]]:
+    """One row per second of the window, by completion time: completed, errors, output
+    tokens, TTFT p50/p99 of the requests completed in that second."""
+    measured = [s for s in samples if not s.warmup]
+    start, end = window if window is not None else default_window(measured)
+    seconds = max(math.ceil(end - start), 0)
+    buckets: list[list[RequestSample]] = [[] for _ in range(seconds)]
+    for s in measured:
+        slot = int(s.end_time - start)
+        if 0 <= slot < seconds:
+            buckets[slot].append(s)
+        elif slot == seconds and seconds:
+            buckets[-1].append(s)
+    rows = []
+    for i, bucket in enumerate(buckets):
+        ttfts = [s.ttft for s in bucket if s.ok and s.ttft is not None]
+        p50, p99 = np.percentile(ttfts, [50, 99]) if ttfts else (None, None)
+        rows.append(
+            {
+                "t": start + i,
+                "second": i,
+                "completed": sum(1 for s in bucket if s.ok),
+                "errors": sum(1 for s in bucket if not s.ok),
+                "output_tokens": sum(s.output_tokens or 0 for s in bucket if s.ok),
+                "ttft_p50_s": None if p50 is None else float(p50),
+                "ttft_p99_s": None if p99 is None else float(p99),
+            }
+        )
+    return rows
+
+
+def validity(
+    samples: Sequence[RequestSample],
+    *,
+    loop_lags: Sequence[float],
+    cpu_s: float,
+    wall_s: float,
+    bounds: dict[str, float] | None = None,
+) -> dict[str, Any]:
+    """The client's own health during the run, with `flags` naming every bound passed."""
+    limits = {**VALIDITY_BOUNDS, **(bounds or {})}
+    measured = [s for s in samples if not s.warmup]
+    dispatch = distribution(s.dispatch_lag for s in measured)
+    loop = distribution(loop_lags)
+    ok = [s for s in measured if s.ok]
+    mismatched = sum(
+        1 for s in ok if not s.usage_missing and s.output_tokens != s.content_chunks
+    )
+    errors = len(measured) - len(ok)
+    figures = {
+        "dispatch_lag_p99_s": dispatch["p99"],
+        "dispatch_lag_max_s": dispatch["max"],
+        "loop_lag_p99_s": loop["p99"],
+        "loop_lag_max_s": loop["max"],
+        "client_cpu_ratio": cpu_s / wall_s if wall_s > 0 else None,
+        "error_rate": errors / len(measured) if measured else 0.0,
+        "usage_missing": sum(1 for s in ok if s.usage_missing),
+    }
+    flags = [
+        f"{name}={value:.4g} exceeds {limits[name]:g}"
+        for name, value in figures.items()
+        if value is not None and value > limits[name]
+    ]
+    return {
+        **figures,
+        "dispatch_lag_s": dispatch,
+        "loop_lag_s": loop,
+        "client_cpu_s": cpu_s,
+        "wall_s": wall_s,
+        # Informational: servers may merge tokens into one chunk, so this is not a flag.
+        "chunk_usage_mismatch": mismatched,
+        "bounds": limits,
+        "flags": flags,
+        "valid": not flags,
+    }
