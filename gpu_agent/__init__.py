@@ -1,0 +1,1 @@
+"""Tiergate GPU node agent: priority gateway, telemetry, reconciler and the simulated engine."""

@@ -1,0 +1,190 @@
+"""HTTP API of the simulated engine (Starlette): vLLM's OpenAI routes plus /sim/v1/*."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from gpu_agent.sim.config import SimConfig
+from gpu_agent.sim.engine import SimRequest
+from gpu_agent.sim.metrics import SimMetrics
+from gpu_agent.sim.protocol import (
+    ApiError,
+    ChunkWriter,
+    CompletionParams,
+    full_response,
+    parse_completion,
+)
+from gpu_agent.sim.runner import EngineRunner, Tracked
+from gpu_agent.sim.tokens import output_text
+
+PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"
+
+
+def create_app(config: SimConfig) -> Starlette:
+    metrics = SimMetrics(config.model_name)
+    runner = EngineRunner(config, metrics)
+    started = int(time.time())
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        runner.start()
+        yield
+        await runner.stop()
+
+    async def api_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, ApiError)
+        return JSONResponse(exc.body(), status_code=exc.status)
+
+    async def completions(request: Request, chat: bool) -> Response:
+        try:
+            body = await request.json()
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise ApiError(400, f"the request body is not valid JSON: {exc}") from exc
+        params = parse_completion(body, config, chat)
+        request_id = request.headers.get("x-request-id") or runner.next_request_id()
+        prefix = "chatcmpl" if chat else "cmpl"
+        tracked = Tracked(
+            SimRequest(
+                request_id,
+                params.prompt_token_ids,
+                params.max_tokens,
+                priority=params.priority,
+                ignore_eos=params.ignore_eos,
+            ),
+            response_id=f"{prefix}-{request_id}",
+        )
+        runner.submit(tracked)
+        headers = {"x-request-id": request_id}
+        if params.stream:
+            return StreamingResponse(
+                _stream(runner, tracked, params), headers=headers, media_type="text/event-stream"
+            )
+        return await _collect(request, runner, tracked, params, headers)
+
+    async def chat_completions(request: Request) -> Response:
+        return await completions(request, chat=True)
+
+    async def text_completions(request: Request) -> Response:
+        return await completions(request, chat=False)
+
+    async def models(request: Request) -> Response:
+        data = [
+            {
+                "id": name,
+                "object": "model",
+                "created": started,
+                "owned_by": "vllm",
+                "root": config.model,
+                "parent": None,
+                "max_model_len": config.max_model_len,
+            }
+            for name in config.served_model_names
+        ]
+        return JSONResponse({"object": "list", "data": data})
+
+    async def health(request: Request) -> Response:
+        return Response(status_code=200)
+
+    async def prometheus(request: Request) -> Response:
+        return Response(metrics.exposition(), media_type=PROMETHEUS_TEXT)
+
+    async def gpu(request: Request) -> Response:
+        return JSONResponse(runner.gpu())
+
+    async def sim_requests(request: Request) -> Response:
+        raw = request.query_params.get("since", "0")
+        try:
+            since = float(raw)
+        except ValueError as exc:
+            raise ApiError(400, f"'since' must be a unix timestamp, got {raw!r}", "since") from exc
+        return JSONResponse({"simulated": True, "data": runner.requests_since(since)})
+
+    routes = [
+        Route("/v1/chat/completions", chat_completions, methods=["POST"]),
+        Route("/v1/completions", text_completions, methods=["POST"]),
+        Route("/v1/models", models),
+        Route("/health", health),
+        Route("/metrics", prometheus),
+        Route("/sim/v1/gpu", gpu),
+        Route("/sim/v1/requests", sim_requests),
+    ]
+    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={ApiError: api_error})
+    app.state.runner = runner
+    return app
+
+
+async def _stream(
+    runner: EngineRunner, tracked: Tracked, params: CompletionParams
+) -> AsyncIterator[bytes]:
+    writer = ChunkWriter(params, tracked.response_id, int(tracked.arrival_time))
+    first = True
+    finished = False
+    try:
+        if params.chat:
+            yield writer.role()
+        while not finished:
+            token_ids, reason = await tracked.queue.get()
+            finished = reason is not None
+            yield writer.token(output_text(token_ids, first), reason)
+            first = False
+        if params.include_usage:
+            request = tracked.request
+            yield writer.usage(len(request.prompt_token_ids), len(request.output_token_ids))
+        yield writer.done()
+    finally:
+        # The client went away (or the server stops): free the request's KV blocks.
+        runner.abort(tracked)
+
+
+async def _wait_disconnect(request: Request) -> None:
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+async def _collect(
+    request: Request,
+    runner: EngineRunner,
+    tracked: Tracked,
+    params: CompletionParams,
+    headers: dict[str, str],
+) -> Response:
+    async def drain() -> str:
+        pieces: list[str] = []
+        while True:
+            token_ids, reason = await tracked.queue.get()
+            pieces.append(output_text(token_ids, not pieces))
+            if reason is not None:
+                return "".join(pieces)
+
+    collector = asyncio.ensure_future(drain())
+    watcher = asyncio.ensure_future(_wait_disconnect(request))
+    try:
+        await asyncio.wait({collector, watcher}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watcher.cancel()
+        if not collector.done():
+            collector.cancel()
+            runner.abort(tracked)
+    if collector.cancelled():
+        return Response(status_code=499)  # nobody is listening; nginx's "client closed"
+    sim_request = tracked.request
+    body: dict[str, Any] = full_response(
+        params,
+        tracked.response_id,
+        int(tracked.arrival_time),
+        collector.result(),
+        sim_request.finish_reason.value if sim_request.finish_reason else "abort",
+        len(sim_request.prompt_token_ids),
+        len(sim_request.output_token_ids),
+    )
+    return JSONResponse(body, headers=headers)
