@@ -252,11 +252,7 @@ def load_config_file(path: str | Path) -> TierConfig:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ConfigError(
-            [
-                FieldError(
-                    "(json)", f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
-                )
-            ]
+            [FieldError("", f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}")]
         ) from exc
     return parse_config(data)
 

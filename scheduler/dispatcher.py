@@ -275,9 +275,10 @@ class Dispatcher:
 
     def _expire(self, tier: _Tier, now: float, out: list[tuple[Request, Rejection]]) -> None:
         assert tier.timeout_s is not None
-        limit = now - tier.timeout_s
+        timeout = tier.timeout_s
         for dq in tier.groups:
-            while dq and (not dq[0].alive or dq[0].arrived <= limit):
+            # Same expression as the wake-up time, so waking at it always finds the entry due.
+            while dq and (not dq[0].alive or dq[0].arrived + timeout <= now):
                 entry = dq.popleft()
                 if not entry.alive:
                     tier.dead -= 1

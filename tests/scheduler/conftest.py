@@ -1,0 +1,11 @@
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from sched_helpers import seed_dict
+
+
+@pytest.fixture
+def seed() -> dict[str, Any]:
+    return seed_dict()

@@ -1,0 +1,293 @@
+"""Each dispatcher rule of DESIGN.md 3.2 under a fake clock (times are plain floats)."""
+
+from __future__ import annotations
+
+import pytest
+from sched_helpers import make_config
+
+from scheduler import QUEUE_FULL, QUEUE_TIMEOUT, Dispatcher, Request
+
+WIDE = {"max_awaiting_first_token": 1000, "max_in_flight": 1000}
+
+
+def req(rid: str, tier: str = "online", prompt: int = 100, max_tokens: int = 10) -> Request:
+    return Request(rid, tier, prompt, max_tokens)
+
+
+def ids(reqs: list[Request]) -> list[str]:
+    return [r.id for r in reqs]
+
+
+def test_batch_size_makes_a_tier_ready() -> None:
+    d = Dispatcher(make_config(admission=WIDE))
+    for i in range(7):
+        assert d.arrive(req(f"r{i}"), 0.0) is None
+    assert d.poll(0.0).released == []
+    d.arrive(req("r7"), 0.001)
+    assert ids(d.poll(0.001).released) == [f"r{i}" for i in range(8)]
+
+
+def test_token_sum_makes_a_tier_ready() -> None:
+    d = Dispatcher(make_config(admission=WIDE))
+    d.arrive(req("a", prompt=2000, max_tokens=47), 0.0)
+    d.arrive(req("b", prompt=2000, max_tokens=48), 0.0)
+    assert d.poll(0.0).released == []  # 4095 tokens: one short
+    d.cancel("b", 0.0)
+    d.arrive(req("c", prompt=2000, max_tokens=49), 0.0)  # 4096: ready
+    assert ids(d.poll(0.0).released) == ["a", "c"]
+
+
+def test_waiting_time_makes_a_tier_ready_and_sets_the_wakeup() -> None:
+    d = Dispatcher(make_config(admission=WIDE))
+    d.arrive(req("a"), 1.0)
+    first = d.poll(1.0)
+    assert first.released == [] and first.next_wakeup == pytest.approx(1.010)
+    assert d.poll(1.0099).released == []
+    done = d.poll(1.010)
+    assert ids(done.released) == ["a"] and done.next_wakeup is None
+
+
+@pytest.mark.parametrize(
+    ("depth", "enabled", "wait"), [(10, True, 0.010), (11, True, 0.005), (11, False, 0.010)]
+)
+def test_adaptive_reduction_applies_only_above_the_threshold(
+    depth: int, enabled: bool, wait: float
+) -> None:
+    config = make_config(
+        queues={"online": {"max_batch_size": 64}}, adaptive={"enabled": enabled}, admission=WIDE
+    )
+    d = Dispatcher(config)
+    for i in range(depth):
+        d.arrive(req(f"r{i}"), 0.0)
+    result = d.poll(0.0)
+    assert result.next_wakeup == pytest.approx(wait)
+    assert d.stats(0.0).tiers["online"].effective_wait_s == pytest.approx(wait)
+    assert d.stats(0.0).tiers["online"].adaptive_active is (depth > 10 and enabled)
+    assert d.poll(wait - 1e-6).released == []
+    assert len(d.poll(wait).released) == depth
+
+
+def test_adaptive_rule_can_target_another_tier() -> None:
+    config = make_config(adaptive={"tier": "batch", "online_pressure_threshold": 1}, admission=WIDE)
+    d = Dispatcher(config)
+    d.arrive(req("b1", "batch"), 0.0)
+    d.arrive(req("b2", "batch"), 0.0)
+    assert d.poll(0.0).next_wakeup == pytest.approx(0.025)
+    assert d.stats(0.0).tiers["online"].effective_wait_s == pytest.approx(0.010)
+
+
+def test_most_urgent_ready_tier_goes_first() -> None:
+    d = Dispatcher(make_config(admission={"max_in_flight": 1}))
+    d.arrive(req("off", "offline"), 0.0)
+    d.arrive(req("bat", "batch"), 0.1)
+    d.arrive(req("onl", "online"), 0.2)
+    assert ids(d.poll(1.0).released) == ["onl"]
+    d.complete("onl", 1.0)
+    assert ids(d.poll(1.0).released) == ["bat"]
+    d.complete("bat", 1.0)
+    assert ids(d.poll(1.0).released) == ["off"]
+
+
+def test_less_urgent_ready_tier_goes_while_the_urgent_one_is_not_ready() -> None:
+    d = Dispatcher(make_config(admission=WIDE))
+    d.arrive(req("bat", "batch"), 0.0)
+    d.arrive(req("onl", "online"), 0.049)
+    assert ids(d.poll(0.05).released) == ["bat"]  # online has waited 1 ms of its 10
+
+
+def test_reserved_slots_are_left_to_the_most_urgent_tier() -> None:
+    d = Dispatcher(
+        make_config(
+            admission={"max_in_flight": 4, "reserved_slots": 2, "max_awaiting_first_token": 100}
+        )
+    )
+    for i in range(10):
+        d.arrive(req(f"b{i}", "batch"), 0.0)
+    assert ids(d.poll(1.0).released) == ["b0", "b1"]
+    assert d.poll(2.0).released == []
+    for i in range(3):
+        d.arrive(req(f"o{i}"), 2.0)
+    assert ids(d.poll(3.0).released) == ["o0", "o1"]
+    assert d.in_flight == 4
+
+
+def test_awaiting_first_token_caps_releases_until_a_first_token() -> None:
+    d = Dispatcher(make_config(admission={"max_awaiting_first_token": 2}))
+    for i in range(5):
+        d.arrive(req(f"r{i}"), 0.0)
+    assert ids(d.poll(1.0).released) == ["r0", "r1"]
+    assert d.poll(1.0).released == []
+    d.first_token("r0", 1.1)
+    d.first_token("r0", 1.1)  # a repeat changes nothing
+    assert ids(d.poll(1.1).released) == ["r2"]
+    d.complete("r1", 1.2)
+    assert ids(d.poll(1.2).released) == ["r3"]
+    assert d.awaiting_first_token == 2 and d.in_flight == 3
+
+
+def test_max_in_flight_is_a_hard_cap() -> None:
+    d = Dispatcher(make_config(admission={"max_in_flight": 3, "max_awaiting_first_token": 10}))
+    for i in range(8):
+        d.arrive(req(f"r{i}"), 0.0)
+    assert len(d.poll(0.0).released) == 3
+    for rid in ("r0", "r1", "r2"):
+        d.first_token(rid, 0.1)
+    assert d.poll(0.1).released == []
+    d.complete("r0", 0.2)
+    assert ids(d.poll(0.2).released) == ["r3"]
+
+
+def test_release_takes_the_oldest_requests_length_group_first() -> None:
+    config = make_config(queues={"batch": {"length_groups": [512, 2048]}}, admission=WIDE)
+    d = Dispatcher(config)
+    arrivals = [
+        ("long1", 3000),
+        ("short1", 100),
+        ("long2", 4000),
+        ("short2", 512),
+        ("mid1", 1000),
+        ("long3", 2049),
+    ]
+    for t, (rid, prompt) in enumerate(arrivals):
+        d.arrive(req(rid, "batch", prompt=prompt), t * 0.001)
+    released = d.poll(1.0).released
+    assert ids(released) == ["long1", "long2", "long3", "short1", "short2", "mid1"]
+
+
+def test_release_stops_at_the_token_cap_without_skipping() -> None:
+    d = Dispatcher(make_config(admission=WIDE))
+    d.arrive(req("a", prompt=1500, max_tokens=500), 0.0)
+    d.arrive(req("b", prompt=1500, max_tokens=500), 0.0)
+    d.arrive(req("c", prompt=1500, max_tokens=500), 0.0)  # 6000 >= 4096: ready
+    d.arrive(req("d", prompt=10, max_tokens=10), 0.0)
+    assert ids(d.poll(0.0).released) == ["a", "b"]
+    assert ids(d.poll(0.01).released) == ["c", "d"]
+
+
+def test_an_oversize_request_goes_alone() -> None:
+    d = Dispatcher(make_config(admission=WIDE))
+    d.arrive(req("huge", prompt=5000, max_tokens=100), 0.0)
+    d.arrive(req("small", prompt=10, max_tokens=10), 0.0)
+    first = d.poll(0.0)
+    assert ids(first.released) == ["huge"]
+    assert ids(d.poll(0.01).released) == ["small"]
+    assert d.stats(0.01).recent_releases[0].size == 1
+
+
+def test_cancel_removes_a_queued_request_and_frees_a_released_slot() -> None:
+    d = Dispatcher(make_config(admission={"max_in_flight": 1}))
+    d.arrive(req("a"), 0.0)
+    d.arrive(req("b"), 0.0)
+    d.arrive(req("c"), 0.0)
+    assert d.cancel("b", 0.001) is True
+    assert d.stats(0.001).tiers["online"].depth == 2
+    assert ids(d.poll(0.01).released) == ["a"]
+    assert d.cancel("a", 0.02) is True  # client left mid-stream: slot comes back
+    assert ids(d.poll(0.02).released) == ["c"]
+    assert d.cancel("b", 0.03) is False
+    assert d.cancel("nobody", 0.03) is False
+    assert d.stats(0.03).tiers["online"].cancelled == 1
+
+
+def test_many_cancels_are_swept_and_do_not_disturb_order() -> None:
+    d = Dispatcher(make_config(queues={"offline": {"max_batch_size": 1000}}, admission=WIDE))
+    for i in range(500):
+        d.arrive(req(f"r{i}", "offline"), 0.0)
+    for i in range(500):
+        if i % 5:
+            d.cancel(f"r{i}", 0.0)
+    assert d.stats(0.0).tiers["offline"].depth == 100
+    assert ids(d.poll(1.0).released) == [f"r{i}" for i in range(0, 500, 5)]
+
+
+def test_full_queue_is_refused_with_a_retry_after_from_the_drain_rate() -> None:
+    d = Dispatcher(make_config(queues={"online": {"max_queue_depth": 4}}, admission=WIDE))
+    for i in range(4):
+        assert d.arrive(req(f"r{i}"), 0.0) is None
+    refusal = d.arrive(req("x"), 0.0)
+    assert refusal is not None and refusal.reason == QUEUE_FULL and refusal.status == 429
+    assert refusal.retry_after_s == 5.0  # nothing drained yet: the fixed default
+    # drain 1 request per second for 10 s, then fill again: 4 queued -> about 4 s
+    d.poll(0.01)
+    for t in range(1, 11):
+        d.arrive(req(f"d{t}"), float(t))
+        d.poll(float(t) + 0.01)
+    for i in range(4):
+        d.arrive(req(f"q{i}"), 11.0)
+    refusal = d.arrive(req("y"), 11.0)
+    assert refusal is not None and refusal.retry_after_s == pytest.approx(4 / (14 / 11.0), rel=0.01)
+    assert d.stats(11.0).tiers["online"].rejections == {QUEUE_FULL: 2}
+
+
+def test_queue_timeout_rejects_with_503_and_sets_the_wakeup() -> None:
+    config = make_config(
+        queues={"batch": {"queue_timeout_ms": 100}}, admission={"max_in_flight": 1}
+    )
+    d = Dispatcher(config)
+    d.arrive(req("busy"), 0.0)
+    assert ids(d.poll(0.01).released) == ["busy"]
+    d.arrive(req("b1", "batch"), 0.02)
+    d.arrive(req("b2", "batch"), 0.05)
+    deadline = d.poll(0.07).next_wakeup  # ready but blocked: only the timeout wakes it
+    assert deadline == pytest.approx(0.12)
+    assert d.poll(deadline - 1e-9).rejected == []
+    result = d.poll(deadline)
+    assert [(r.id, j.reason, j.status) for r, j in result.rejected] == [("b1", QUEUE_TIMEOUT, 503)]
+    assert result.next_wakeup == pytest.approx(0.15)
+    d.complete("busy", 0.13)
+    assert ids(d.poll(0.13).released) == ["b2"]
+    assert d.stats(0.13).tiers["batch"].rejections == {QUEUE_TIMEOUT: 1}
+
+
+def test_unknown_tier_and_duplicate_id_raise() -> None:
+    d = Dispatcher(make_config())
+    with pytest.raises(ValueError, match="unknown tier"):
+        d.arrive(req("a", "gold"), 0.0)
+    d.arrive(req("a"), 0.0)
+    with pytest.raises(ValueError, match="already held"):
+        d.arrive(req("a"), 0.0)
+
+
+def test_reconfigure_moves_a_removed_tiers_queue_and_keeps_in_flight() -> None:
+    d = Dispatcher(make_config(admission={"max_in_flight": 1}))
+    d.arrive(req("b0", "batch"), 0.0)
+    assert ids(d.poll(0.05).released) == ["b0"]
+    d.arrive(req("b1", "batch"), 0.06)
+    d.arrive(req("o1", "offline"), 0.07)
+    d.arrive(req("b2", "batch"), 0.08)
+    d.reconfigure(make_config(admission={"max_in_flight": 1}, drop=("batch",)), 0.09)
+    assert d.tier_of("b1") == "offline" and d.tier_of("b0") == "offline"
+    stats = d.stats(0.09)
+    assert set(stats.tiers) == {"online", "offline"}
+    assert stats.tiers["offline"].depth == 3 and stats.tiers["offline"].in_flight == 1
+    d.complete("b0", 0.1)
+    # arrival order is kept across the move; offline waits 200 ms from b1's arrival
+    assert d.poll(0.25).released == []
+    assert ids(d.poll(0.26).released) == ["b1"]
+
+
+def test_reconfigure_with_a_lower_cap_releases_nothing_until_under_it() -> None:
+    d = Dispatcher(make_config(admission={"max_in_flight": 4, "max_awaiting_first_token": 10}))
+    for i in range(6):
+        d.arrive(req(f"r{i}"), 0.0)
+    assert len(d.poll(0.01).released) == 4
+    d.reconfigure(make_config(admission={"max_in_flight": 2, "max_awaiting_first_token": 10}), 0.1)
+    d.complete("r0", 0.1)
+    assert d.poll(0.1).released == []
+    d.complete("r1", 0.1)
+    d.complete("r2", 0.1)
+    assert ids(d.poll(0.1).released) == ["r4"]
+
+
+def test_stats_report_waits_and_padding() -> None:
+    d = Dispatcher(make_config(admission=WIDE))
+    d.arrive(req("a", prompt=100), 0.0)
+    d.arrive(req("b", prompt=300), 0.004)
+    d.poll(0.01)
+    online = d.stats(0.01).tiers["online"]
+    assert online.released == 2 and online.in_flight == 2 and online.awaiting_first_token == 2
+    assert online.last_padding_ratio == pytest.approx(200 / 600)
+    assert online.queue_wait.count == 2
+    assert online.queue_wait.max_s == pytest.approx(0.01)
+    assert online.queue_wait.p50_s == pytest.approx(0.006)
+    assert d.stats(0.01).tiers["batch"].queue_wait.p99_s is None
