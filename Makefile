@@ -1,0 +1,34 @@
+# The README's two commands: `make demo` and `make test`. Both are idempotent.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test install lint typecheck check-docker clean
+
+# Reinstall when pyproject.toml changes.
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+demo: install
+	$(BIN)/python manage.py demo
+
+# Tests keep their files (SQLite test database, broker folders) apart from the demo's.
+test: install
+	rm -rf data/test
+	TIERGATE_DATA_DIR=$(CURDIR)/data/test $(BIN)/python -m pytest $(PYTEST_ARGS)
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/mypy --strict scheduler
+
+check-docker: install
+	$(BIN)/python docker/check.py
+
+clean:
+	rm -rf $(VENV) data staticfiles .pytest_cache .mypy_cache .ruff_cache

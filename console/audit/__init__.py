@@ -1,0 +1,1 @@
+"""Audit log: who changed what, when, from where (DESIGN.md 4)."""

@@ -1,0 +1,23 @@
+from __future__ import annotations
+
+from django.db.models import QuerySet
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
+from rest_framework import viewsets
+from rest_framework.exceptions import ValidationError
+
+from console.audit.api.serializers import AuditEventSerializer
+from console.audit.filters import FILTER_FIELDS, FilterError, filter_events
+from console.audit.models import AuditEvent
+
+
+@extend_schema_view(
+    list=extend_schema(parameters=[OpenApiParameter(name, str) for name in FILTER_FIELDS])
+)
+class AuditEventViewSet(viewsets.ReadOnlyModelViewSet):
+    serializer_class = AuditEventSerializer
+
+    def get_queryset(self) -> QuerySet[AuditEvent]:
+        try:
+            return filter_events(self.request.query_params)
+        except FilterError as exc:
+            raise ValidationError({"filter": [str(exc)]}) from None

@@ -1,0 +1,41 @@
+"""Filtering of audit events shared by the page and the API."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+
+from django.db.models import QuerySet
+from django.utils.dateparse import parse_datetime
+
+from console.audit.models import AuditEvent
+
+FILTER_FIELDS = ("actor", "action", "object_type", "object_id", "since", "until")
+
+
+class FilterError(ValueError):
+    pass
+
+
+def _when(name: str, value: str) -> datetime:
+    parsed = parse_datetime(value)
+    if parsed is None:
+        raise FilterError(f"{name}: not an ISO 8601 date-time: {value!r}")
+    return parsed
+
+
+def filter_events(params: Mapping[str, str]) -> QuerySet[AuditEvent]:
+    qs = AuditEvent.objects.all()
+    if params.get("actor"):
+        qs = qs.filter(actor_name=params["actor"])
+    if params.get("action"):
+        qs = qs.filter(action=params["action"])
+    if params.get("object_type"):
+        qs = qs.filter(object_type=params["object_type"])
+    if params.get("object_id"):
+        qs = qs.filter(object_id=params["object_id"])
+    if params.get("since"):
+        qs = qs.filter(created_at__gte=_when("since", params["since"]))
+    if params.get("until"):
+        qs = qs.filter(created_at__lt=_when("until", params["until"]))
+    return qs

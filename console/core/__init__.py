@@ -1,0 +1,1 @@
+"""Cross-cutting pieces of the console: roles, health, navigation, the demo launcher."""

@@ -1,0 +1,113 @@
+"""manage.py demo: migrate, create the demo admin, seed demo data, then run every process of
+the embedded demo in the foreground until Ctrl-C, which stops them all."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import subprocess
+import time
+from typing import Any
+
+import httpx
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandParser
+
+from console.core.demo import DemoContext, ProcessSpec, process_specs, run_seeders
+from console.core.roles import ensure_role_groups
+
+
+class Command(BaseCommand):
+    help = "Run the whole product on embedded defaults (console, worker, agents, simulated engines)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--host", default=os.environ.get("TIERGATE_DEMO_HOST", "127.0.0.1"))
+        parser.add_argument("--port", type=int, default=int(os.environ.get("TIERGATE_DEMO_PORT", "8000")))
+        parser.add_argument("--no-processes", action="store_true", help="set up only, start nothing")
+
+    def handle(self, *args: Any, **opts: Any) -> None:
+        call_command("migrate", interactive=False, verbosity=0)
+        ensure_role_groups()
+        admin, password = self._demo_admin()
+        ctx = DemoContext(host=opts["host"], port=opts["port"], data_dir=settings.DATA_DIR, admin=admin)
+        notes = run_seeders(ctx)
+        self.stdout.write(self.style.SUCCESS(f"Tiergate demo: {ctx.console_url}/"))
+        self.stdout.write(f"  sign in as: admin / {password}   (saved in {settings.DATA_DIR / 'demo-admin.txt'})")
+        for note in notes:
+            self.stdout.write(f"  {note}")
+        if opts["no_processes"]:
+            return
+        self._run(process_specs(ctx))
+
+    def _demo_admin(self) -> tuple[Any, str]:
+        User = get_user_model()
+        secret_file = settings.DATA_DIR / "demo-admin.txt"
+        admin = User.objects.filter(username="admin").first()
+        if admin is not None and secret_file.exists():
+            return admin, secret_file.read_text(encoding="utf-8").strip()
+        password = secrets.token_urlsafe(9)
+        if admin is None:
+            admin = User.objects.create_superuser("admin", "admin@localhost", password)
+        else:
+            admin.set_password(password)
+            admin.save()
+        secret_file.write_text(password + "\n", encoding="utf-8")
+        secret_file.chmod(0o600)
+        return admin, password
+
+    def _run(self, specs: list[ProcessSpec]) -> None:
+        procs: list[tuple[ProcessSpec, subprocess.Popen[bytes]]] = []
+        stopping = False
+
+        def stop(*_: Any) -> None:
+            nonlocal stopping
+            stopping = True
+
+        signal.signal(signal.SIGINT, stop)
+        signal.signal(signal.SIGTERM, stop)
+        try:
+            for spec in specs:
+                env = {**os.environ, **spec.env}
+                # Own process group: Ctrl-C reaches us once and we stop children in order.
+                proc = subprocess.Popen(spec.argv, env=env, start_new_session=True)
+                procs.append((spec, proc))
+                self.stdout.write(f"  started {spec.name} (pid {proc.pid})")
+                if spec.ready_url:
+                    self._wait_ready(spec, proc)
+            self.stdout.write(self.style.SUCCESS("All processes up. Ctrl-C stops them all."))
+            while not stopping:
+                for spec, proc in procs:
+                    if proc.poll() is not None:
+                        self.stderr.write(f"{spec.name} exited with code {proc.returncode}; stopping the demo")
+                        stopping = True
+                        break
+                time.sleep(0.5)
+        finally:
+            self._stop_all(procs)
+
+    def _wait_ready(self, spec: ProcessSpec, proc: subprocess.Popen[bytes]) -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                if httpx.get(spec.ready_url or "", timeout=2).status_code < 500:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.3)
+        self.stderr.write(f"{spec.name} did not become ready at {spec.ready_url}")
+
+    def _stop_all(self, procs: list[tuple[ProcessSpec, subprocess.Popen[bytes]]]) -> None:
+        for _spec, proc in reversed(procs):
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+        deadline = time.monotonic() + 15
+        for spec, proc in reversed(procs):
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+            self.stdout.write(f"  stopped {spec.name}")

@@ -1,0 +1,25 @@
+"""URL map. Each app mounts its pages at the root and its API under /api/v1/."""
+
+from __future__ import annotations
+
+from django.contrib import admin
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from rest_framework.permissions import AllowAny
+
+api_v1 = [
+    path("schema/", SpectacularAPIView.as_view(permission_classes=[AllowAny]), name="schema"),
+    path(
+        "docs/",
+        SpectacularSwaggerView.as_view(url_name="schema", permission_classes=[AllowAny]),
+        name="swagger-ui",
+    ),
+    path("", include("console.audit.api.urls")),
+]
+
+urlpatterns = [
+    path("", include("console.core.urls")),
+    path("audit/", include("console.audit.urls")),
+    path("api/v1/", include(api_v1)),
+    path("admin/", admin.site.urls),
+]

@@ -1,0 +1,117 @@
+"""Shared fixtures: named users per role, API clients, and a real Celery worker process."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _password() -> str:
+    return "tiergate-test-pw-1"
+
+
+def _user(django_user_model: Any, name: str, role: str | None) -> Any:
+    from django.contrib.auth.models import Group
+
+    from console.core.roles import ensure_role_groups
+
+    ensure_role_groups()
+    user = django_user_model.objects.create_user(name, f"{name}@example.com", _password())
+    if role:
+        user.groups.add(Group.objects.get(name=role))
+    return user
+
+
+@pytest.fixture
+def viewer(db: None, django_user_model: Any) -> Any:
+    return _user(django_user_model, "vera", "viewer")
+
+
+@pytest.fixture
+def operator(db: None, django_user_model: Any) -> Any:
+    return _user(django_user_model, "otto", "operator")
+
+
+@pytest.fixture
+def admin_user(db: None, django_user_model: Any) -> Any:
+    return _user(django_user_model, "ada", "admin")
+
+
+@pytest.fixture
+def outsider(db: None, django_user_model: Any) -> Any:
+    """Signed in, but holding no role."""
+    return _user(django_user_model, "oscar", None)
+
+
+def api_client_for(user: Any) -> Any:
+    from rest_framework.test import APIClient
+
+    client = APIClient()
+    if user is not None:
+        client.force_authenticate(user)
+    return client
+
+
+@pytest.fixture
+def api() -> Any:
+    """api(user) -> an APIClient authenticated as that user (None: anonymous)."""
+    return api_client_for
+
+
+def test_database_url() -> str:
+    """A URL that lets a child process (Celery worker, agent) open the test database."""
+    from django.db import connection
+
+    sd = connection.settings_dict
+    if connection.vendor == "sqlite":
+        return f"sqlite:///{sd['NAME']}"
+    user = sd.get("USER") or ""
+    password = f":{sd['PASSWORD']}" if sd.get("PASSWORD") else ""
+    auth = f"{user}{password}@" if user else ""
+    return f"postgres://{auth}{sd.get('HOST') or '127.0.0.1'}:{sd.get('PORT') or 5432}/{sd['NAME']}"
+
+
+test_database_url.__test__ = False  # type: ignore[attr-defined]
+
+
+@pytest.fixture(scope="session")
+def celery_worker_proc(django_db_setup: Any, django_db_blocker: Any) -> Iterator[subprocess.Popen[bytes]]:
+    """A real Celery worker process on the configured broker, writing to the test database.
+
+    Tests that need it must use `transactional_db` so their rows are committed and visible."""
+    with django_db_blocker.unblock():
+        env = {**os.environ, "DATABASE_URL": test_database_url()}
+    log = open(Path(os.environ.get("TIERGATE_DATA_DIR", ROOT / "data")) / "test-worker.log", "ab")  # noqa: SIM115
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "console", "worker", "--pool", "threads",
+         "--concurrency", "4", "--loglevel", "INFO", "--without-mingle", "--without-gossip",
+         "--hostname", f"test-{os.getpid()}@%h"],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+    )
+    from console.core.tasks import ping
+
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            ping.apply_async(expires=10).get(timeout=2)
+            break
+        except Exception:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                raise RuntimeError("the Celery worker did not start; see test-worker.log") from None
+    yield proc
+    proc.terminate()
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    log.close()
