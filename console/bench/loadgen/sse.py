@@ -100,7 +100,9 @@ class SSEDecoder:
         if self._id is not None:
             self._last_id = self._id
             self._id = None
-        if not self._data:
+        if not self._data or self._data == [""]:
+            # An empty data buffer dispatches nothing (WHATWG), even after a bare `data:`.
+            self._data = []
             self._event = ""
             return None
         event = SSEEvent(

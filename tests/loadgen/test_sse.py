@@ -1,0 +1,73 @@
+"""The SSE decoder on tricky byte streams."""
+
+from __future__ import annotations
+
+from console.bench.loadgen.sse import SSEDecoder, SSEEvent
+
+
+def feed_all(pieces: list[bytes]) -> list[SSEEvent]:
+    decoder = SSEDecoder()
+    events: list[SSEEvent] = []
+    for piece in pieces:
+        events.extend(decoder.feed(piece))
+    return events
+
+
+STREAM = (
+    b': keep-alive comment\n'
+    b'data: {"a": 1}\n\n'
+    b'event: error\ndata: {"error": {"message": "boom"}}\n\n'
+    b'data: line one\ndata: line two\n\n'
+    b'id: 7\ndata:no-space\n\n'
+    b'data: [DONE]\n\n'
+)
+EXPECTED = [
+    SSEEvent('{"a": 1}'),
+    SSEEvent('{"error": {"message": "boom"}}', event="error"),
+    SSEEvent("line one\nline two"),
+    SSEEvent("no-space", id="7"),
+    SSEEvent("[DONE]", id="7"),
+]
+
+
+def test_whole_stream_in_one_read_gives_every_event_in_order() -> None:
+    assert feed_all([STREAM]) == EXPECTED
+
+
+def test_a_stream_fed_byte_by_byte_gives_the_same_events() -> None:
+    assert feed_all([STREAM[i:i + 1] for i in range(len(STREAM))]) == EXPECTED
+
+
+def test_crlf_and_bare_cr_line_endings_are_equivalent_to_lf() -> None:
+    crlf = STREAM.replace(b"\n", b"\r\n")
+    cr = STREAM.replace(b"\n", b"\r")
+    assert feed_all([crlf]) == EXPECTED
+    assert feed_all([cr]) == EXPECTED
+    # CRLF split between two reads must not count as two line ends (an empty line would
+    # dispatch early).
+    assert feed_all([b"data: a\r", b"\ndata: b\r\n\r\n"]) == [SSEEvent("a\nb")]
+    assert feed_all([crlf[i:i + 1] for i in range(len(crlf))]) == EXPECTED
+
+
+def test_events_are_only_dispatched_by_the_blank_line() -> None:
+    decoder = SSEDecoder()
+    assert decoder.feed(b"data: partial") == []
+    assert decoder.has_partial()
+    assert decoder.feed(b" still\n") == []
+    assert decoder.feed(b"\n") == [SSEEvent("partial still")]
+    assert not decoder.has_partial()
+
+
+def test_utf8_character_split_across_reads_is_kept_whole() -> None:
+    raw = 'data: {"c": "温度"}\n\n'.encode()
+    cut = raw.index("度".encode()) + 1
+    assert feed_all([raw[:cut], raw[cut:]]) == [SSEEvent('{"c": "温度"}')]
+
+
+def test_comments_retry_unknown_fields_and_empty_data_dispatch_nothing() -> None:
+    assert feed_all([b":x\n\nretry: 100\n\nfoo: bar\n\ndata:\n\nevent: ping\n\n"]) == []
+
+
+def test_event_type_resets_after_each_event() -> None:
+    events = feed_all([b"event: error\ndata: 1\n\ndata: 2\n\n"])
+    assert [e.event for e in events] == ["error", "message"]
