@@ -114,6 +114,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "console.core",
     "console.audit",
+    "console.tuning",
 ]
 
 MIDDLEWARE = [

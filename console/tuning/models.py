@@ -1,0 +1,64 @@
+"""Tier configs and launch profiles as immutable, numbered versions (DESIGN.md 3.1, 4).
+
+A version is never edited: a change is a new row with the next number under the same name, so
+anything that references a version (a node, a rollout) keeps meaning exactly what it meant.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.db import models
+
+
+class VersionedDocument(models.Model):
+    name = models.SlugField(max_length=100, help_text="Letters, digits, '-' and '_'.")
+    version = models.PositiveIntegerField(editable=False)
+    message = models.CharField(max_length=500, blank=True, help_text="What changed and why.")
+    author = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+    )
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        abstract = True
+        ordering = ["name", "-version"]
+
+    def __str__(self) -> str:
+        return f"{self.name} v{self.version}"
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} v{self.version}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        # Immutable: only the first save writes. Creating goes through services, which pick
+        # the version number under a lock.
+        if not self._state.adding:
+            raise ValueError(f"{type(self).__name__} is immutable; create a new version instead")
+        super().save(*args, **kwargs)
+
+
+class TierConfigVersion(VersionedDocument):
+    """A scheduler tier config (the JSON that scheduler.parse_config accepts)."""
+
+    config = models.JSONField()
+
+    class Meta(VersionedDocument.Meta):
+        verbose_name = "tier config version"
+        constraints = [
+            models.UniqueConstraint(fields=["name", "version"], name="tuning_tierconfig_name_version"),
+        ]
+
+
+class LaunchProfileVersion(VersionedDocument):
+    """A vLLM launch profile: snake_case `vllm serve` arguments (console.tuning.vllm_args)."""
+
+    args = models.JSONField()
+
+    class Meta(VersionedDocument.Meta):
+        verbose_name = "launch profile version"
+        constraints = [
+            models.UniqueConstraint(fields=["name", "version"], name="tuning_launchprofile_name_version"),
+        ]
