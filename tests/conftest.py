@@ -115,3 +115,39 @@ def celery_worker_proc(django_db_setup: Any, django_db_blocker: Any) -> Iterator
     except subprocess.TimeoutExpired:
         proc.kill()
     log.close()
+
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]
+
+
+@pytest.fixture
+def browser_page(live_server: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """A Playwright page in Debian's Chromium, pointed at the live test server.
+
+    Playwright's sync API runs an event loop in this thread; Django refuses ORM calls from a
+    thread with a running loop unless told it is safe, which it is here (one test thread)."""
+    from playwright.sync_api import sync_playwright
+
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        context = browser.new_context(base_url=live_server.url)
+        page = context.new_page()
+        page.set_default_timeout(15000)
+        try:
+            yield page
+        finally:
+            context.close()
+            browser.close()
+
+
+def sign_in(page: Any, username: str, password: str = "tiergate-test-pw-1") -> None:
+    page.goto("/accounts/login/")
+    page.fill("input[name=username]", username)
+    page.fill("input[name=password]", password)
+    page.click("button[type=submit]")
+    page.wait_for_url(lambda url: "/accounts/login/" not in url)
