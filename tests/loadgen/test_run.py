@@ -1,0 +1,118 @@
+"""Whole runs against the reference server (a real process with a fixed chunk schedule:
+first content chunk 30 ms after arrival, then one every 5 ms)."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from typing import Any
+
+import pytest
+
+from console.bench.loadgen import Progress, Stage, WorkloadSpec, run_workload
+
+TTFT, ITL = 0.030, 0.005
+
+
+def spec_for(server: Any, **kw: Any) -> WorkloadSpec:
+    values: dict[str, Any] = {"base_url": server.base_url, "model": "m", "max_tokens": 16,
+                              "prompt_tokens": 32}
+    values.update(kw)
+    return WorkloadSpec(**values)
+
+
+async def test_figures_match_the_servers_schedule(refserver: Any) -> None:
+    refserver.reset()
+    mix = {"online": 0.5, "batch": 0.5}
+    result = await run_workload(spec_for(refserver, concurrency=8, requests=48, tier_mix=mix))
+    assert len(result.samples) == 48
+    assert all(s.ok for s in result.samples), result.samples[0].error
+    overall = result.summary["overall"]
+    # Loopback and a shared 2-core machine add a little; the schedule sets the floor.
+    assert TTFT <= overall["ttft_s"]["p50"] < TTFT + 0.015
+    assert ITL * 0.6 < overall["itl_s"]["p50"] < ITL + 0.004
+    assert overall["itl_s"]["count"] == 48 * 15
+    assert ITL * 0.8 < overall["tpot_s"]["p50"] < ITL + 0.004
+    assert all(s.output_tokens == 16 and not s.usage_missing for s in result.samples)
+    # 8 streams of ~30 + 15 * 5 = 105 ms each: about 76 requests/s at most.
+    ideal = 8 / (TTFT + 15 * ITL)
+    assert 0.5 * ideal < overall["request_throughput_rps"] <= 1.05 * ideal
+    assert overall["output_throughput_tps"] == pytest.approx(
+        overall["request_throughput_rps"] * 16)
+    # Response ids and tiers are what the server saw, and its TTFT agrees with ours.
+    truth = refserver.ground_truth()
+    assert {s.response_id for s in result.samples} == set(truth)
+    for s in result.samples:
+        record = truth[s.response_id]
+        assert record["tier"] == s.tier
+        assert s.ttft is not None and s.ttft >= record["server_ttft_s"]
+    assert set(result.summary) == {"online", "batch", "overall"}
+    assert sum(row["completed"] for row in result.timeseries) == 48
+    assert result.validity["usage_missing"] == 0
+
+
+async def test_cancel_stops_a_long_run_and_keeps_what_completed(refserver: Any) -> None:
+    cancel = asyncio.Event()
+    progress: list[Progress] = []
+    spec = spec_for(refserver, concurrency=4, duration_s=60)
+    started = time.monotonic()
+    task = asyncio.create_task(run_workload(spec, cancel_event=cancel,
+                                            on_progress=progress.append))
+    await asyncio.sleep(1.2)
+    cancel.set()
+    result = await asyncio.wait_for(task, timeout=5)
+    assert time.monotonic() - started < 4
+    assert result.cancelled
+    assert len(result.samples) > 10
+    assert all(s.ok for s in result.samples)
+    assert len(progress) >= 2
+    assert 0 < progress[0].percent < 5 and progress[0].requests_done > 0
+    assert progress[0].current_p99_ttft_s is not None
+    assert progress[-1].percent == 100.0
+
+
+async def test_constant_rate_sends_on_schedule(refserver: Any) -> None:
+    result = await run_workload(spec_for(refserver, rate=50, arrival="constant", requests=20))
+    sends = sorted(s.send_time for s in result.samples)
+    gaps = [b - a for a, b in itertools.pairwise(sends)]
+    assert sum(gaps) / len(gaps) == pytest.approx(0.02, abs=0.004)
+    assert result.validity["dispatch_lag_s"]["p50"] < 0.005
+
+
+async def test_stages_and_warmup(refserver: Any) -> None:
+    spec = spec_for(refserver, stages=[Stage(2, 0.6), Stage(6, 0.6)], warmup_s=0.3)
+    result = await run_workload(spec)
+    warm = [s for s in result.samples if s.warmup]
+    measured = [s for s in result.samples if not s.warmup]
+    assert warm and measured
+    assert all(s.send_time < result.window[0] for s in warm)
+    assert result.summary["overall"]["count"] == len(measured)
+    per_stage = {0: 0, 1: 0}
+    for s in measured:
+        per_stage[s.stage] += 1
+    # Three times the streams over the same time: clearly more requests in stage 1.
+    assert per_stage[1] > 2 * per_stage[0] > 0
+    assert result.window[1] - result.window[0] >= 0.9
+
+
+async def test_non_streaming_requests_take_tokens_from_usage(refserver: Any) -> None:
+    result = await run_workload(spec_for(refserver, concurrency=2, requests=4, stream=False))
+    assert all(s.ok and s.output_tokens == 16 and s.ttft is None for s in result.samples)
+    assert result.summary["overall"]["e2e_s"]["p50"] >= TTFT + 15 * ITL
+
+
+async def test_missing_usage_is_flagged_in_validity(refserver_no_usage: Any) -> None:
+    result = await run_workload(spec_for(refserver_no_usage, concurrency=2, requests=4))
+    assert all(s.usage_missing and s.output_tokens == 16 for s in result.samples)
+    assert any("usage_missing" in f for f in result.validity["flags"])
+
+
+async def test_http_errors_are_counted_per_request(refserver: Any) -> None:
+    spec = spec_for(refserver, concurrency=2, requests=4)
+    spec.base_url = refserver.base_url.replace("/v1", "/nope")
+    result = await run_workload(spec)
+    assert [s.status for s in result.samples] == [404] * 4
+    assert all(s.error and s.error.startswith("HTTP 404") for s in result.samples)
+    assert result.summary["overall"]["error_rate"] == 1.0
+    assert result.summary["overall"]["request_throughput_rps"] == 0

@@ -1,0 +1,147 @@
+"""Workload specs, seed 003's settings, prompts and the tier mix."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from console.bench.loadgen import (
+    SpecError,
+    Stage,
+    WorkloadSpec,
+    from_seed003_settings,
+    parse_stages,
+    parse_tier_mix,
+)
+from console.bench.loadgen.client import endpoint_url
+from console.bench.loadgen.prompts import RequestFactory, load_prompts_file
+
+LOADGEN_DIR = Path(__file__).resolve().parents[2] / "console" / "bench" / "loadgen"
+
+# Seed 003's client settings.json, as printed in the report.
+SEED003: dict[str, Any] = {
+    "api": {"base_url": "https://taotoken.net/api", "api_key_env": "TAOTOKEN_API_KEY",
+            "timeout_seconds": 120, "max_retries": 3},
+    "load_test": {"concurrency": 128, "duration_seconds": 300, "request_rate": 0,
+                  "warmup_seconds": 30},
+    "workload": {"prompt_tokens": 512, "max_output_tokens": 256, "stream": True,
+                 "temperature": 0.7},
+    "metrics": {"collect_tps": True, "sample_interval_ms": 500},
+}
+
+
+def base(**kw: object) -> WorkloadSpec:
+    values: dict[str, object] = {"base_url": "http://x/v1", "model": "m", "concurrency": 1,
+                                 "requests": 1}
+    values.update(kw)
+    return WorkloadSpec.from_dict(values)
+
+
+def test_seed003_settings_import_as_a_workload() -> None:
+    spec = from_seed003_settings(SEED003, model="demo-8b")
+    assert spec.base_url == "https://taotoken.net/api"
+    assert (spec.concurrency, spec.rate, spec.duration_s, spec.warmup_s) == (128, None, 300, 30)
+    assert (spec.prompt_tokens, spec.max_tokens, spec.stream) == (512, 256, True)
+    assert spec.temperature == 0.7 and spec.timeout_s == 120
+    assert spec.api_key is None
+    with_rate = {**SEED003, "load_test": {**SEED003["load_test"], "request_rate": 20}}
+    assert from_seed003_settings(with_rate, model="m").rate == 20
+    with pytest.raises(SpecError, match=r"^model"):
+        from_seed003_settings(SEED003)
+
+
+def test_spec_round_trips_through_a_dict_without_the_key() -> None:
+    spec = base(api_key="sk-secret", stages=[{"concurrency": 2, "duration_s": 5}],
+                concurrency=None, requests=None, tier_mix={"online": 1.0})
+    data = spec.to_dict()
+    assert data["api_key"] is None
+    assert "sk-secret" not in json.dumps(data)
+    again = WorkloadSpec.from_dict(data)
+    assert again.stages == [Stage(2, 5.0)] and again.tier_mix == {"online": 1.0}
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"concurrency": 0}, "concurrency"),
+        ({"rate": 5.0}, "concurrency"),  # two load shapes at once
+        ({"requests": None}, "requests"),
+        ({"endpoint": "embeddings"}, "endpoint"),
+        ({"shared_prefix_tokens": 500, "prompt_tokens": 100}, "shared_prefix_tokens"),
+        ({"tier_mix": {"online": -1.0}}, "tier_mix.online"),
+        ({"bogus": 1}, "bogus"),
+    ],
+)
+def test_invalid_specs_name_the_field(change: dict[str, object], field: str) -> None:
+    with pytest.raises(SpecError, match=f"^{field}"):
+        base(**change)
+
+
+def test_cli_strings_parse() -> None:
+    assert parse_tier_mix("online=0.7, batch=0.2,offline=0.1") == {
+        "online": 0.7, "batch": 0.2, "offline": 0.1}
+    assert parse_stages("32:60,128:180") == [Stage(32, 60.0), Stage(128, 180.0)]
+    with pytest.raises(SpecError):
+        parse_tier_mix("online")
+    with pytest.raises(SpecError):
+        parse_stages("32")
+
+
+def test_base_url_with_or_without_v1_reaches_the_same_endpoint() -> None:
+    for url in ("http://h:8/v1", "http://h:8/v1/", "http://h:8", "http://h:8/"):
+        assert endpoint_url(url, "chat") == "http://h:8/v1/chat/completions"
+    assert endpoint_url("http://h:8/v1", "completions") == "http://h:8/v1/completions"
+
+
+def test_synthetic_prompts_have_the_target_words_and_a_shared_prefix() -> None:
+    factory = RequestFactory(base(prompt_tokens=100, shared_prefix_tokens=40, max_tokens=7))
+    bodies = [json.loads(factory.make(i).body) for i in range(3)]
+    texts = [b["messages"][0]["content"] for b in bodies]
+    assert all(len(t.split()) == 100 for t in texts)
+    prefixes = {" ".join(t.split()[:40]) for t in texts}
+    assert len(prefixes) == 1
+    assert len({" ".join(t.split()[40:]) for t in texts}) == 3
+    assert bodies[0]["stream_options"] == {"include_usage": True}
+    assert bodies[0]["max_tokens"] == 7
+
+
+def test_tier_mix_is_seeded_and_close_to_the_weights() -> None:
+    mix = {"online": 0.7, "batch": 0.2, "offline": 0.1}
+    tiers = [RequestFactory(base(tier_mix=mix, seed=3)).make(i).tier for i in range(1)]
+    factory = RequestFactory(base(tier_mix=mix, seed=3))
+    drawn = [factory.make(i).tier for i in range(2000)]
+    again = RequestFactory(base(tier_mix=mix, seed=3))
+    assert [again.make(i).tier for i in range(2000)] == drawn
+    assert tiers[0] == drawn[0]
+    counts = Counter(drawn)
+    assert 0.65 < counts["online"] / 2000 < 0.75
+    assert 0.07 < counts["offline"] / 2000 < 0.13
+
+
+def test_prompts_file_lines_override_length_and_tier(tmp_path: Path) -> None:
+    path = tmp_path / "p.jsonl"
+    path.write_text('{"prompt": "hi there", "max_tokens": 5, "tier": "batch"}\n\n'
+                    '{"messages": [{"role": "user", "content": "yo"}]}\n')
+    factory = RequestFactory(base(prompts_file=str(path), endpoint="completions"))
+    first, second, third = (factory.make(i) for i in range(3))
+    assert json.loads(first.body)["prompt"] == "hi there"
+    assert (first.max_tokens, first.tier) == (5, "batch")
+    assert json.loads(second.body)["prompt"] == "yo"
+    assert json.loads(third.body)["prompt"] == "hi there"  # cycles
+
+
+def test_bad_prompts_file_names_the_line(tmp_path: Path) -> None:
+    path = tmp_path / "p.jsonl"
+    path.write_text('{"prompt": "ok"}\n{"prompt": 3}\n')
+    with pytest.raises(SpecError, match="line 2"):
+        load_prompts_file(path)
+
+
+def test_the_loadgen_package_never_imports_django() -> None:
+    for module in LOADGEN_DIR.glob("*.py"):
+        source = module.read_text()
+        assert "import django" not in source and "from django" not in source, module.name
