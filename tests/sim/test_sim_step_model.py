@@ -123,7 +123,7 @@ def test_priority_policy_preempts_low_priority_requests_under_kv_pressure() -> N
 
 
 def test_fcfs_preempts_the_last_admitted_whatever_its_priority() -> None:
-    urgent, low, engine = priority_scenario("fcfs")
+    urgent, low, _engine = priority_scenario("fcfs")
     assert urgent.priority == 0 and all(req.priority == 0 for req in low)  # ignored
     assert urgent.num_preemptions > 0
     assert low[0].num_preemptions == 0
