@@ -11,6 +11,9 @@ from typing import Any
 from django.conf import settings
 from django.db import models
 
+from console.tuning.vllm_args import LaunchArgs, render_argv, render_command, validate_args
+from scheduler import TierConfig, parse_config
+
 
 class VersionedDocument(models.Model):
     name = models.SlugField(max_length=100, help_text="Letters, digits, '-' and '_'.")
@@ -32,6 +35,13 @@ class VersionedDocument(models.Model):
     def label(self) -> str:
         return f"{self.name} v{self.version}"
 
+    def previous(self) -> VersionedDocument | None:
+        """The version just before this one under the same name, if any."""
+        return (
+            type(self).objects.filter(name=self.name, version__lt=self.version)
+            .order_by("-version").first()
+        )
+
     def save(self, *args: Any, **kwargs: Any) -> None:
         # Immutable: only the first save writes. Creating goes through services, which pick
         # the version number under a lock.
@@ -51,6 +61,10 @@ class TierConfigVersion(VersionedDocument):
             models.UniqueConstraint(fields=["name", "version"], name="tuning_tierconfig_name_version"),
         ]
 
+    def parsed(self) -> TierConfig:
+        """The scheduler's typed config (raises scheduler.ConfigError if the schema moved on)."""
+        return parse_config(self.config)
+
 
 class LaunchProfileVersion(VersionedDocument):
     """A vLLM launch profile: snake_case `vllm serve` arguments (console.tuning.vllm_args)."""
@@ -62,3 +76,14 @@ class LaunchProfileVersion(VersionedDocument):
         constraints = [
             models.UniqueConstraint(fields=["name", "version"], name="tuning_launchprofile_name_version"),
         ]
+
+    def launch_args(self) -> LaunchArgs:
+        return validate_args(self.args)
+
+    def argv(self) -> list[str]:
+        """The exact `vllm serve ...` argv, for an agent that starts the engine."""
+        return render_argv(self.launch_args())
+
+    @property
+    def command(self) -> str:
+        return render_command(self.launch_args())

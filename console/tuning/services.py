@@ -1,0 +1,75 @@
+"""Creating versions: validate, number, store and audit in one transaction.
+
+Views, the API, the demo seeder and (later) rollouts all create versions through here, so the
+rules (validation by the one schema, the next number per name, an audit row) hold everywhere.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+from django.db import IntegrityError, transaction
+from django.db.models import Max
+from django.http import HttpRequest
+
+from console.audit.choices import Action
+from console.audit.services import record
+from console.tuning.models import LaunchProfileVersion, TierConfigVersion, VersionedDocument
+from console.tuning.vllm_args import args_to_dict, validate_args
+from scheduler import config_to_dict, parse_config
+
+V = TypeVar("V", bound=VersionedDocument)
+
+# Two writers creating the same name at once both read the same highest number; the unique
+# constraint refuses the second, which then simply takes the next number.
+_ATTEMPTS = 5
+
+
+def _create_version(
+    model: type[V], *, name: str, message: str, payload: dict[str, Any], user: Any,
+    request: HttpRequest | None,
+) -> V:
+    if user is not None and not getattr(user, "is_authenticated", False):
+        user = None
+    for attempt in range(_ATTEMPTS):
+        try:
+            with transaction.atomic():
+                latest = model.objects.filter(name=name).aggregate(top=Max("version"))["top"]
+                obj = model.objects.create(
+                    name=name, version=(latest or 0) + 1, message=message, author=user, **payload,
+                )
+                record(
+                    action=Action.CREATE, obj=obj, user=user, request=request, message=message,
+                    after={"name": name, "version": obj.version, "message": message, **payload},
+                )
+                return obj  # type: ignore[no-any-return]
+        except IntegrityError:
+            if attempt == _ATTEMPTS - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
+def create_tier_config(
+    *, name: str, config: Any, message: str = "", user: Any = None,
+    request: HttpRequest | None = None,
+) -> TierConfigVersion:
+    """Validate with scheduler.parse_config (raises scheduler.ConfigError) and store the next
+    version of `name`. Stored as given (config_to_dict keeps only the fields that were set)."""
+    document = config_to_dict(parse_config(config))
+    return _create_version(
+        TierConfigVersion, name=name, message=message, payload={"config": document},
+        user=user, request=request,
+    )
+
+
+def create_launch_profile(
+    *, name: str, args: Any, message: str = "", user: Any = None,
+    request: HttpRequest | None = None,
+) -> LaunchProfileVersion:
+    """Validate with vllm_args.validate_args (raises vllm_args.ArgsError) and store the next
+    version of `name`, holding only the arguments that were set."""
+    document = args_to_dict(validate_args(args))
+    return _create_version(
+        LaunchProfileVersion, name=name, message=message, payload={"args": document},
+        user=user, request=request,
+    )
