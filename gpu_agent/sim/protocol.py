@@ -216,6 +216,13 @@ class ChunkWriter:
             "created": created,
             "model": params.model,
         }
+        # Token chunks are the hot path (256 streams x every step): the JSON around the text
+        # is rendered once per stream, only the text is encoded per token.
+        head = json.dumps(self.head, separators=(",", ":"))[:-1]
+        opening = '{"index":0,"delta":{"content":' if params.chat else '{"index":0,"text":'
+        closing = "}," if params.chat else ","
+        self._token_prefix = f'data: {head},"choices":[{opening}'
+        self._token_suffix = f'{closing}"logprobs":null,"finish_reason":null}}]}}\n\n'
 
     def _event(self, payload: dict[str, Any]) -> bytes:
         return b"data: " + json.dumps(payload, separators=(",", ":")).encode() + b"\n\n"
@@ -230,6 +237,8 @@ class ChunkWriter:
         return self._event({**self.head, "choices": [choice]})
 
     def token(self, text: str, finish_reason: str | None) -> bytes:
+        if finish_reason is None:
+            return (self._token_prefix + json.dumps(text) + self._token_suffix).encode()
         if self.params.chat:
             choice: dict[str, Any] = {"index": 0, "delta": {"content": text}}
         else:

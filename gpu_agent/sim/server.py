@@ -11,8 +11,9 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from gpu_agent.sim.config import SimConfig
 from gpu_agent.sim.engine import SimRequest
@@ -45,7 +46,7 @@ def create_app(config: SimConfig) -> Starlette:
         assert isinstance(exc, ApiError)
         return JSONResponse(exc.body(), status_code=exc.status)
 
-    async def completions(request: Request, chat: bool) -> Response:
+    async def completions(request: Request, chat: bool) -> ASGIApp:
         try:
             body = await request.json()
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -66,15 +67,13 @@ def create_app(config: SimConfig) -> Starlette:
         runner.submit(tracked)
         headers = {"x-request-id": request_id}
         if params.stream:
-            return StreamingResponse(
-                _stream(runner, tracked, params), headers=headers, media_type="text/event-stream"
-            )
+            return EventStream(runner, tracked, params)
         return await _collect(request, runner, tracked, params, headers)
 
-    async def chat_completions(request: Request) -> Response:
+    async def chat_completions(request: Request) -> ASGIApp:
         return await completions(request, chat=True)
 
-    async def text_completions(request: Request) -> Response:
+    async def text_completions(request: Request) -> ASGIApp:
         return await completions(request, chat=False)
 
     async def models(request: Request) -> Response:
@@ -123,27 +122,56 @@ def create_app(config: SimConfig) -> Starlette:
     return app
 
 
-async def _stream(
-    runner: EngineRunner, tracked: Tracked, params: CompletionParams
-) -> AsyncIterator[bytes]:
-    writer = ChunkWriter(params, tracked.response_id, int(tracked.arrival_time))
-    first = True
-    finished = False
-    try:
-        if params.chat:
-            yield writer.role()
-        while not finished:
-            token_ids, reason = await tracked.queue.get()
-            finished = reason is not None
-            yield writer.token(output_text(token_ids, first), reason)
-            first = False
-        if params.include_usage:
-            request = tracked.request
-            yield writer.usage(len(request.prompt_token_ids), len(request.output_token_ids))
-        yield writer.done()
-    finally:
-        # The client went away (or the server stops): free the request's KV blocks.
-        runner.abort(tracked)
+class EventStream:
+    """A bare ASGI SSE response: one ``send`` per chunk, no per-chunk generator or task group.
+
+    A watcher task waits for ``http.disconnect``; a client that goes away aborts the request in
+    the engine, which frees its KV blocks, and ends the writer.
+    """
+
+    def __init__(self, runner: EngineRunner, tracked: Tracked, params: CompletionParams) -> None:
+        self.runner = runner
+        self.tracked = tracked
+        self.params = params
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        tracked = self.tracked
+        writer = ChunkWriter(self.params, tracked.response_id, int(tracked.arrival_time))
+        headers = [
+            (b"content-type", b"text/event-stream; charset=utf-8"),
+            (b"cache-control", b"no-cache"),
+            (b"x-request-id", tracked.request.request_id.encode()),
+        ]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+
+        async def watch() -> None:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            self.runner.abort(tracked)
+            tracked.queue.put_nowait(([], "abort"))  # wakes the writer up
+
+        watcher = asyncio.get_running_loop().create_task(watch())
+        try:
+            if self.params.chat:
+                await send({"type": "http.response.body", "body": writer.role(), "more_body": True})
+            first = True
+            while True:
+                token_ids, reason = await tracked.queue.get()
+                if not token_ids and reason == "abort":
+                    return
+                chunk = writer.token(output_text(token_ids, first), reason)
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                first = False
+                if reason is not None:
+                    break
+            tail = b""
+            if self.params.include_usage:
+                request = tracked.request
+                tail = writer.usage(len(request.prompt_token_ids), len(request.output_token_ids))
+            await send({"type": "http.response.body", "body": tail + writer.done()})
+        finally:
+            watcher.cancel()
+            self.runner.abort(tracked)  # no-op once finished
 
 
 async def _wait_disconnect(request: Request) -> None:
