@@ -15,11 +15,13 @@ api_v1 = [
         name="swagger-ui",
     ),
     path("", include("console.audit.api.urls")),
+    path("", include("console.tuning.api.urls")),
 ]
 
 urlpatterns = [
     path("", include("console.core.urls")),
     path("audit/", include("console.audit.urls")),
+    path("tuning/", include("console.tuning.urls")),
     path("api/v1/", include(api_v1)),
     path("admin/", admin.site.urls),
 ]

@@ -11,6 +11,7 @@ from typing import Any
 from django.conf import settings
 from django.db import models
 
+from console.tuning.diffs import DiffRow, launch_args_diff, tier_config_diff
 from console.tuning.vllm_args import LaunchArgs, render_argv, render_command, validate_args
 from scheduler import TierConfig, parse_config
 
@@ -65,6 +66,10 @@ class TierConfigVersion(VersionedDocument):
         """The scheduler's typed config (raises scheduler.ConfigError if the schema moved on)."""
         return parse_config(self.config)
 
+    def diff_from(self, older: TierConfigVersion | None) -> list[DiffRow]:
+        """What changed going from `older` to this version (nothing when there is no older)."""
+        return [] if older is None else tier_config_diff(older.config, self.config)
+
 
 class LaunchProfileVersion(VersionedDocument):
     """A vLLM launch profile: snake_case `vllm serve` arguments (console.tuning.vllm_args)."""
@@ -87,3 +92,6 @@ class LaunchProfileVersion(VersionedDocument):
     @property
     def command(self) -> str:
         return render_command(self.launch_args())
+
+    def diff_from(self, older: LaunchProfileVersion | None) -> list[DiffRow]:
+        return [] if older is None else launch_args_diff(older.args, self.args)

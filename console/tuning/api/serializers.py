@@ -1,0 +1,101 @@
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from console.tuning import services
+from console.tuning.diffs import ADDED, CHANGED, REMOVED
+from console.tuning.models import LaunchProfileVersion, TierConfigVersion
+from console.tuning.vllm_args import ArgsError, args_to_dict, validate_args
+from scheduler import ConfigError, config_to_dict, parse_config
+
+_BASE_FIELDS = ["id", "url", "display", "name", "version", "message", "author", "created_at"]
+_READ_ONLY = ["id", "url", "display", "version", "author", "created_at"]
+
+
+class _VersionSerializer(serializers.ModelSerializer):
+    """Shared by both kinds: a version is created once and never updated."""
+
+    display = serializers.CharField(source="label", read_only=True)
+    author = serializers.SlugRelatedField(slug_field="username", read_only=True)
+
+    def _context_user_request(self) -> dict[str, Any]:
+        request = self.context.get("request")
+        return {"user": getattr(request, "user", None), "request": request}
+
+
+class TierConfigVersionSerializer(_VersionSerializer):
+    url = serializers.HyperlinkedIdentityField(view_name="tierconfigversion-detail")
+    config = serializers.JSONField(help_text="The tier config document (DESIGN.md 3.1).")
+
+    class Meta:
+        model = TierConfigVersion
+        fields = [*_BASE_FIELDS, "config"]
+        read_only_fields = _READ_ONLY
+
+    def validate_config(self, value: Any) -> dict[str, Any]:
+        try:
+            return config_to_dict(parse_config(value))
+        except ConfigError as exc:
+            # One "path: rule" line per broken rule, so a client can point at each field.
+            raise serializers.ValidationError([str(err) for err in exc.errors]) from None
+
+    def create(self, validated_data: dict[str, Any]) -> TierConfigVersion:
+        return services.create_tier_config(
+            name=validated_data["name"], config=validated_data["config"],
+            message=validated_data.get("message", ""), **self._context_user_request(),
+        )
+
+
+class LaunchProfileVersionSerializer(_VersionSerializer):
+    url = serializers.HyperlinkedIdentityField(view_name="launchprofileversion-detail")
+    args = serializers.JSONField(help_text="snake_case vLLM arguments; unset ones take vLLM's default.")
+    command = serializers.SerializerMethodField(help_text="The rendered `vllm serve` line.")
+    argv = serializers.SerializerMethodField(help_text="The same command as an argv list.")
+
+    class Meta:
+        model = LaunchProfileVersion
+        fields = [*_BASE_FIELDS, "args", "command", "argv"]
+        read_only_fields = _READ_ONLY
+
+    def validate_args(self, value: Any) -> dict[str, Any]:
+        try:
+            return args_to_dict(validate_args(value))
+        except ArgsError as exc:
+            raise serializers.ValidationError([str(err) for err in exc.errors]) from None
+
+    def get_command(self, obj: LaunchProfileVersion) -> str:
+        return obj.command
+
+    @extend_schema_field(serializers.ListField(child=serializers.CharField()))
+    def get_argv(self, obj: LaunchProfileVersion) -> list[str]:
+        return obj.argv()
+
+    def create(self, validated_data: dict[str, Any]) -> LaunchProfileVersion:
+        return services.create_launch_profile(
+            name=validated_data["name"], args=validated_data["args"],
+            message=validated_data.get("message", ""), **self._context_user_request(),
+        )
+
+
+class DiffRowSerializer(serializers.Serializer):
+    path = serializers.CharField()
+    old = serializers.JSONField(allow_null=True)
+    new = serializers.JSONField(allow_null=True)
+    kind = serializers.ChoiceField(choices=[ADDED, REMOVED, CHANGED])
+
+
+class VersionRefSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    version = serializers.IntegerField()
+
+
+class DiffSerializer(serializers.Serializer):
+    """`against` is the older side (null when `version` is the first of its name)."""
+
+    against = VersionRefSerializer(allow_null=True)
+    version = VersionRefSerializer()
+    changes = DiffRowSerializer(many=True)

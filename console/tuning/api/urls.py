@@ -1,0 +1,10 @@
+from __future__ import annotations
+
+from rest_framework.routers import SimpleRouter
+
+from console.tuning.api.views import LaunchProfileVersionViewSet, TierConfigVersionViewSet
+
+router = SimpleRouter(trailing_slash=True)
+router.register("tier-configs", TierConfigVersionViewSet, basename="tierconfigversion")
+router.register("launch-profiles", LaunchProfileVersionViewSet, basename="launchprofileversion")
+urlpatterns = router.urls

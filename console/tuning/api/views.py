@@ -1,0 +1,98 @@
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+from django.db.models import QuerySet
+from django.shortcuts import get_object_or_404
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
+from rest_framework import mixins, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
+from rest_framework.renderers import BaseRenderer
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from console.core.roles import OPERATOR
+from console.tuning.api.serializers import (
+    DiffSerializer,
+    LaunchProfileVersionSerializer,
+    TierConfigVersionSerializer,
+)
+from console.tuning.kube import render_yaml
+from console.tuning.models import LaunchProfileVersion, TierConfigVersion, VersionedDocument
+
+_NAME_FILTER = OpenApiParameter("name", str, description="Only versions of this name.")
+_AGAINST = OpenApiParameter(
+    "against", int, description="Id of the version to compare with (the older side); default: "
+    "the previous version of the same name.",
+)
+
+
+class YAMLRenderer(BaseRenderer):
+    media_type = "application/yaml"
+    format = "yaml"
+    charset = "utf-8"
+
+    def render(self, data: Any, accepted_media_type: str | None = None,
+               renderer_context: dict[str, Any] | None = None) -> bytes:
+        text = data if isinstance(data, str) else yaml.safe_dump(data, sort_keys=False)
+        return text.encode("utf-8")
+
+
+def _ref(obj: VersionedDocument | None) -> dict[str, Any] | None:
+    return None if obj is None else {"id": obj.pk, "name": obj.name, "version": obj.version}
+
+
+class _VersionViewSet(
+    mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin,
+    viewsets.GenericViewSet,
+):
+    """List, create and read versions. No update or delete: versions are immutable (405)."""
+
+    model: type[VersionedDocument]
+    required_role = OPERATOR
+
+    def get_queryset(self) -> QuerySet[Any]:
+        qs = self.model.objects.select_related("author").order_by("-created_at", "-id")
+        name = self.request.query_params.get("name")
+        return qs.filter(name=name) if name else qs
+
+    @extend_schema(parameters=[_AGAINST], responses=DiffSerializer)
+    @action(detail=True, methods=["get"])
+    def diff(self, request: Request, pk: str | None = None) -> Response:
+        """The structured diff from `against` (the older side) to this version."""
+        obj = self.get_object()
+        raw = request.query_params.get("against")
+        if raw in (None, ""):
+            against = obj.previous()
+        else:
+            if not raw.isdigit():
+                raise ValidationError({"against": ["must be the id of a version"]})
+            against = get_object_or_404(self.model, pk=int(raw))
+        rows = obj.diff_from(against)
+        data = {"against": _ref(against), "version": _ref(obj), "changes": [r.as_dict() for r in rows]}
+        return Response(DiffSerializer(data).data)
+
+
+@extend_schema_view(list=extend_schema(parameters=[_NAME_FILTER]))
+class TierConfigVersionViewSet(_VersionViewSet):
+    model = TierConfigVersion
+    serializer_class = TierConfigVersionSerializer
+
+
+@extend_schema_view(list=extend_schema(parameters=[_NAME_FILTER]))
+class LaunchProfileVersionViewSet(_VersionViewSet):
+    model = LaunchProfileVersion
+    serializer_class = LaunchProfileVersionSerializer
+
+    @extend_schema(
+        responses={(200, "application/yaml"): OpenApiTypes.STR},
+        description="Kubernetes manifests: PriorityClass, Deployment, Service and an "
+        "autoscaling/v2 HorizontalPodAutoscaler, as one multi-document YAML.",
+    )
+    @action(detail=True, methods=["get"], renderer_classes=[YAMLRenderer])
+    def kubernetes(self, request: Request, pk: str | None = None) -> Response:
+        obj = self.get_object()
+        return Response(render_yaml(obj.name, obj.launch_args(), version=obj.version))

@@ -1,0 +1,60 @@
+"""Demo data: tier config "default" v1 (seed 000) and v2 (a tighter online tier), and launch
+profile "demo-8b" v1 for the simulated 8B engine. Idempotent: existing versions are kept."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from console.tuning import services
+from console.tuning.models import LaunchProfileVersion, TierConfigVersion
+from scheduler import config_to_dict, default_config
+
+TIER_CONFIG_NAME = "default"
+LAUNCH_PROFILE_NAME = "demo-8b"
+
+
+def tighter_online(config: dict[str, Any]) -> dict[str, Any]:
+    """v2: the online tier waits 5 ms, and halving starts at 5 queued requests."""
+    variant = copy.deepcopy(config)
+    variant["scheduler"]["queues"]["online"]["max_waiting_time_ms"] = 5
+    variant["scheduler"]["adaptive"]["online_pressure_threshold"] = 5
+    return variant
+
+
+def demo_profile_args() -> dict[str, Any]:
+    # The simulator's default preset models Llama-3-8B on one H100 80 GB.
+    return {
+        "model": "meta-llama/Llama-3.1-8B-Instruct",
+        "served_model_name": "llama-8b",
+        "tensor_parallel_size": 1,
+        "gpu_memory_utilization": 0.9,
+        "max_model_len": 8192,
+        "max_num_seqs": 64,
+        "max_num_batched_tokens": 16384,
+        "scheduling_policy": "priority",
+        "enable_prefix_caching": True,
+    }
+
+
+def seed(ctx: Any) -> list[str]:
+    admin = getattr(ctx, "admin", None)
+    notes: list[str] = []
+    if not TierConfigVersion.objects.filter(name=TIER_CONFIG_NAME).exists():
+        seed_config = config_to_dict(default_config())
+        services.create_tier_config(
+            name=TIER_CONFIG_NAME, config=seed_config, user=admin,
+            message="Seed 000: online / batch / offline tiers with adaptive wait-time halving",
+        )
+        services.create_tier_config(
+            name=TIER_CONFIG_NAME, config=tighter_online(seed_config), user=admin,
+            message="Online tier waits 5 ms; adaptive halving from 5 queued requests",
+        )
+        notes.append(f"tier config {TIER_CONFIG_NAME!r}: v1 (seed 000) and v2")
+    if not LaunchProfileVersion.objects.filter(name=LAUNCH_PROFILE_NAME).exists():
+        services.create_launch_profile(
+            name=LAUNCH_PROFILE_NAME, args=demo_profile_args(), user=admin,
+            message="Simulated 8B: priority scheduling, prefix caching, 64 sequences",
+        )
+        notes.append(f"launch profile {LAUNCH_PROFILE_NAME!r}: v1")
+    return notes

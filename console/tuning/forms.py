@@ -1,0 +1,100 @@
+"""Create-version forms: a name, a message, and the JSON pasted into a textarea or uploaded.
+
+Validation runs the same schema as the API, and each broken rule is shown beside the field as
+"path: rule", so the operator sees which key of the JSON to fix.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django import forms
+from django.core.files.uploadedfile import UploadedFile
+
+from console.tuning.vllm_args import ArgsError, args_to_dict, validate_args
+from scheduler import ConfigError, config_to_dict, parse_config
+
+MAX_UPLOAD_BYTES = 256 * 1024
+
+
+class _VersionForm(forms.Form):
+    document_field = ""  # "config" or "args": the textarea holding the JSON
+    name = forms.SlugField(max_length=100, help_text="Letters, digits, '-' and '_'. An existing "
+                           "name gets its next version.")
+    message = forms.CharField(max_length=500, required=False, help_text="What changed and why.")
+    upload = forms.FileField(required=False, label="…or upload a JSON file",
+                             help_text="Replaces the text above when given.")
+
+    def _document_text(self) -> str:
+        upload: UploadedFile | None = self.cleaned_data.get("upload")
+        if upload is None:
+            return str(self.cleaned_data.get(self.document_field) or "")
+        if upload.size is not None and upload.size > MAX_UPLOAD_BYTES:
+            raise forms.ValidationError(f"the file is larger than {MAX_UPLOAD_BYTES // 1024} KiB")
+        try:
+            return upload.read().decode("utf-8")
+        except UnicodeDecodeError:
+            raise forms.ValidationError("the file is not UTF-8 text") from None
+
+    def _decoded(self) -> Any:
+        try:
+            text = self._document_text()
+        except forms.ValidationError as exc:
+            self.add_error("upload", exc)
+            return None
+        if not text.strip():
+            self.add_error(self.document_field, "paste the JSON here or upload a file")
+            return None
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            self.add_error(self.document_field,
+                           f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}")
+            return None
+
+    def _textarea_value(self, document: Any) -> None:
+        # After an upload the textarea shows the file's content, so the errors refer to text
+        # the operator can see and fix.
+        if self.cleaned_data.get("upload") is not None and self.is_bound:
+            data = self.data.copy()
+            data[self.document_field] = json.dumps(document, indent=2)
+            self.data = data
+
+
+class TierConfigForm(_VersionForm):
+    document_field = "config"
+    config = forms.CharField(widget=forms.Textarea(attrs={"rows": 24, "spellcheck": "false"}),
+                             required=False, label="Config (JSON)")
+    field_order = ["name", "message", "config", "upload"]
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        data = self._decoded()
+        if data is None:
+            return cleaned
+        self._textarea_value(data)
+        try:
+            cleaned["document"] = config_to_dict(parse_config(data))
+        except ConfigError as exc:
+            self.add_error("config", [str(err) for err in exc.errors])
+        return cleaned
+
+
+class LaunchProfileForm(_VersionForm):
+    document_field = "args"
+    args = forms.CharField(widget=forms.Textarea(attrs={"rows": 20, "spellcheck": "false"}),
+                           required=False, label="vLLM arguments (JSON, snake_case)")
+    field_order = ["name", "message", "args", "upload"]
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        data = self._decoded()
+        if data is None:
+            return cleaned
+        self._textarea_value(data)
+        try:
+            cleaned["document"] = args_to_dict(validate_args(data))
+        except ArgsError as exc:
+            self.add_error("args", [str(err) for err in exc.errors])
+        return cleaned

@@ -1,0 +1,198 @@
+"""Pages for tier configs and launch profiles. Both kinds are versioned documents that look
+alike, so one set of views and templates serves both, parametrised by a `Kind`."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlencode
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
+from django.db.models import Count, Max
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_http_methods
+
+from console.core.roles import OPERATOR, VIEWER, has_role
+from console.tuning import services
+from console.tuning.diffs import DiffRow
+from console.tuning.forms import LaunchProfileForm, TierConfigForm
+from console.tuning.kube import dns_name, render_yaml
+from console.tuning.models import LaunchProfileVersion, TierConfigVersion, VersionedDocument
+from console.tuning.vllm_args import default_args
+from scheduler import ConfigError, config_to_dict, default_config
+
+NAMES_PER_PAGE = 20
+VERSIONS_PER_GROUP = 10
+VERSIONS_PER_PAGE = 50
+DIFF_CHOICES = 300  # versions offered in the "compare with" list
+
+
+@dataclass(frozen=True)
+class Kind:
+    key: str  # URL name prefix: "tierconfig" or "launchprofile"
+    title: str
+    plural: str
+    model: type[VersionedDocument]
+    form: type[TierConfigForm] | type[LaunchProfileForm]
+    field: str  # the model's JSON field and the form's textarea
+    create: Callable[..., VersionedDocument]
+    starter: Callable[[], dict[str, Any]]  # what a blank create page is prefilled with
+
+    def url(self, view: str) -> str:
+        return f"tuning:{self.key}-{view}"
+
+    # URL names for templates ({% url kind.detail_name pk %}).
+    @property
+    def list_name(self) -> str:
+        return self.url("list")
+
+    @property
+    def create_name(self) -> str:
+        return self.url("create")
+
+    @property
+    def detail_name(self) -> str:
+        return self.url("detail")
+
+    @property
+    def download_name(self) -> str:
+        return self.url("download")
+
+
+TIER_CONFIG = Kind(
+    "tierconfig", "Tier config", "Tier configs", TierConfigVersion, TierConfigForm, "config",
+    services.create_tier_config, lambda: config_to_dict(default_config()),
+)
+LAUNCH_PROFILE = Kind(
+    "launchprofile", "Launch profile", "Launch profiles", LaunchProfileVersion, LaunchProfileForm,
+    "args", services.create_launch_profile, default_args,
+)
+
+
+def _require(request: HttpRequest, role: str) -> None:
+    if not has_role(request.user, role):
+        raise PermissionDenied(f"this page needs the {role} role")
+
+
+def _document(obj: VersionedDocument) -> Any:
+    return getattr(obj, "config", None) if isinstance(obj, TierConfigVersion) else getattr(obj, "args", None)
+
+
+def _pretty(value: Any) -> str:
+    return json.dumps(value, indent=2)
+
+
+def _diff_rows(rows: list[DiffRow]) -> list[dict[str, Any]]:
+    def text(value: Any) -> str:
+        return "" if value is None else json.dumps(value)
+
+    return [{"path": r.path, "kind": r.kind, "old": text(r.old), "new": text(r.new)} for r in rows]
+
+
+@login_required
+@require_GET
+def version_list(request: HttpRequest, kind: Kind) -> HttpResponse:
+    """Grouped by name, the most recently changed name first; ?name= lists one name's versions."""
+    _require(request, VIEWER)
+    model = kind.model
+    only = request.GET.get("name", "")
+    context: dict[str, Any] = {"kind": kind, "only": only, "can_create": has_role(request.user, OPERATOR)}
+    if only:
+        versions = model.objects.filter(name=only).select_related("author").order_by("-version")
+        page = Paginator(versions, VERSIONS_PER_PAGE).get_page(request.GET.get("page"))
+        context.update(page=page, groups=[{"name": only, "versions": list(page), "count": page.paginator.count}],
+                       query=urlencode({"name": only}))
+    else:
+        names = model.objects.values("name").annotate(latest=Max("created_at"), count=Count("id")) \
+            .order_by("-latest", "name")
+        page = Paginator(names, NAMES_PER_PAGE).get_page(request.GET.get("page"))
+        wanted = [row["name"] for row in page]
+        by_name: dict[str, list[VersionedDocument]] = {name: [] for name in wanted}
+        for obj in model.objects.filter(name__in=wanted).select_related("author").order_by("-version"):
+            if len(by_name[obj.name]) < VERSIONS_PER_GROUP:
+                by_name[obj.name].append(obj)
+        groups = [{"name": row["name"], "versions": by_name[row["name"]], "count": row["count"]} for row in page]
+        context.update(page=page, groups=groups, query="")
+    return render(request, "tuning/version_list.html", context)
+
+
+@login_required
+@require_GET
+def version_detail(request: HttpRequest, kind: Kind, pk: int) -> HttpResponse:
+    _require(request, VIEWER)
+    obj = get_object_or_404(kind.model.objects.select_related("author"), pk=pk)
+    previous = obj.previous()
+    against = previous
+    raw = request.GET.get("against", "")
+    if raw:
+        if not raw.isdigit():
+            raise Http404("no such version")
+        against = get_object_or_404(kind.model, pk=int(raw))
+    others = kind.model.objects.exclude(pk=obj.pk).order_by("name", "-version")[:DIFF_CHOICES]
+    context: dict[str, Any] = {
+        "kind": kind, "obj": obj, "previous": previous, "against": against,
+        "rows": _diff_rows(obj.diff_from(against)),  # type: ignore[arg-type]
+        "others": others, "document": _pretty(_document(obj)),
+        "can_create": has_role(request.user, OPERATOR),
+    }
+    if isinstance(obj, LaunchProfileVersion):
+        context["command"] = obj.command
+        context["kubernetes"] = render_yaml(obj.name, obj.launch_args(), version=obj.version)
+    return render(request, "tuning/version_detail.html", context)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def version_create(request: HttpRequest, kind: Kind) -> HttpResponse:
+    _require(request, OPERATOR)
+    source: VersionedDocument | None = None
+    if request.GET.get("from", "").isdigit():
+        source = kind.model.objects.filter(pk=int(request.GET["from"])).first()
+    if request.method == "POST":
+        form = kind.form(request.POST, request.FILES)
+        if form.is_valid():
+            try:
+                obj = kind.create(
+                    name=form.cleaned_data["name"], message=form.cleaned_data["message"],
+                    user=request.user, request=request, **{kind.field: form.cleaned_data["document"]},
+                )
+            except (ConfigError, ValueError) as exc:  # validated above; kept for a schema race
+                form.add_error(kind.field, str(exc))
+            else:
+                messages.success(request, f"Created {obj.label}.")
+                return redirect(kind.url("detail"), pk=obj.pk)
+    else:
+        start = _document(source) if source is not None else kind.starter()
+        form = kind.form(initial={"name": source.name if source else "", kind.field: _pretty(start)})
+    return render(request, "tuning/version_form.html", {"kind": kind, "form": form, "source": source})
+
+
+def _attachment(body: str, content_type: str, filename: str) -> HttpResponse:
+    response = HttpResponse(body, content_type=content_type)
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response
+
+
+@login_required
+@require_GET
+def version_download(request: HttpRequest, kind: Kind, pk: int) -> HttpResponse:
+    """The JSON document alone (what `python -m scheduler validate` or an agent reads)."""
+    _require(request, VIEWER)
+    obj = get_object_or_404(kind.model, pk=pk)
+    return _attachment(_pretty(_document(obj)) + "\n", "application/json",
+                       f"{dns_name(obj.name)}-v{obj.version}.json")
+
+
+@login_required
+@require_GET
+def launchprofile_kubernetes(request: HttpRequest, pk: int) -> HttpResponse:
+    _require(request, VIEWER)
+    obj = get_object_or_404(LaunchProfileVersion, pk=pk)
+    return _attachment(render_yaml(obj.name, obj.launch_args(), version=obj.version),
+                       "application/yaml", f"{dns_name(obj.name)}-v{obj.version}.yaml")
