@@ -37,6 +37,38 @@ def request_headers(api_key: str | None) -> dict[str, str]:
     return headers
 
 
+class _SendMark:
+    """Filled in by the trace hook when the request body has been written to the socket."""
+
+    __slots__ = ("sent",)
+
+    def __init__(self) -> None:
+        self.sent: float | None = None
+
+
+async def _on_body_sent(
+    session: aiohttp.ClientSession,
+    ctx: Any,
+    params: aiohttp.TraceRequestChunkSentParams,
+) -> None:
+    mark = ctx.trace_request_ctx
+    if isinstance(mark, _SendMark) and mark.sent is None:
+        mark.sent = time.perf_counter()
+
+
+def send_trace_config() -> aiohttp.TraceConfig:
+    """A trace hook that timestamps the moment each request's body is written.
+
+    TTFT starts there, not when the coroutine began: aiohttp writes the body in a task of its
+    own a loop iteration later, and when many requests start together (every stream of a
+    synchronised wave) building them takes the client milliseconds that are not the server's
+    latency. That wait is reported as dispatch lag instead, where the validity check sees it.
+    """
+    config = aiohttp.TraceConfig()
+    config.on_request_chunk_sent.append(_on_body_sent)
+    return config
+
+
 def _error_message(obj: Any) -> str:
     if isinstance(obj, dict):
         err = obj.get("error", obj)
@@ -107,12 +139,18 @@ async def send_request(
 ) -> RequestSample:
     if planned.tier is not None:
         headers = {**headers, tier_header: planned.tier}
-    sample = RequestSample(index=planned.index, send_time=time.time(), tier=planned.tier)
-    start = time.perf_counter()
+    begun_unix, begun = time.time(), time.perf_counter()
+    sample = RequestSample(index=planned.index, send_time=begun_unix, tier=planned.tier)
+    start = begun
     state = _StreamState(chat)
     end = start
+    mark = _SendMark()
     try:
-        async with session.post(url, data=planned.body, headers=headers) as resp:
+        async with session.post(
+            url, data=planned.body, headers=headers, trace_request_ctx=mark
+        ) as resp:
+            if mark.sent is not None:
+                start = mark.sent
             sample.status = resp.status
             if resp.status != 200:
                 text = await resp.text(errors="replace")
@@ -141,6 +179,8 @@ async def send_request(
         raise
     if sample.error is None:
         sample.error = state.error
+    sample.send_time = begun_unix + (start - begun)
+    sample.dispatch_lag = start - begun  # the runner adds the wait before the coroutine ran
     _finish(sample, state, start, end, stream=stream)
     return sample
 

@@ -80,13 +80,14 @@ class RefServer:
         loop = asyncio.get_running_loop()
         received = time.perf_counter()
         received_loop = loop.time()
+        arrived_unix = time.time()  # headers parsed, body not yet read
         body = await request.json()
         rid = f"cmpl-{next(self.counter)}"
         chat = request.path.endswith("/chat/completions")
         tokens = int(body.get("max_tokens") or 16)
         model = str(body.get("model", "ref-model"))
         record: dict[str, Any] = {"tier": request.headers.get("X-Tiergate-Tier"),
-                                  "received_unix": time.time()}
+                                  "arrived_unix": arrived_unix, "received_unix": time.time()}
         self.truth[rid] = record
         created = int(time.time())
         prompt_tokens = len(str(body.get("messages") or body.get("prompt") or "").split())

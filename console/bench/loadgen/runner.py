@@ -13,7 +13,12 @@ import aiohttp
 import numpy as np
 
 from console.bench.loadgen import stats
-from console.bench.loadgen.client import endpoint_url, request_headers, send_request
+from console.bench.loadgen.client import (
+    endpoint_url,
+    request_headers,
+    send_request,
+    send_trace_config,
+)
 from console.bench.loadgen.prompts import RequestFactory
 from console.bench.loadgen.spec import WorkloadSpec
 from console.bench.loadgen.types import Progress, RequestSample, RunResult
@@ -90,7 +95,7 @@ class _Run:
         )
         sample.stage, sample.warmup = stage, warm
         sample.scheduled_time = self.unix(scheduled)
-        sample.dispatch_lag = max(lag, 0.0)
+        sample.dispatch_lag += max(lag, 0.0)
         self.samples.append(sample)
         if not warm:
             self.done_measured += 1
@@ -200,7 +205,9 @@ async def run_workload(
     connector = aiohttp.TCPConnector(limit=spec.max_concurrency + 16, limit_per_host=0)
     timeout = aiohttp.ClientTimeout(total=spec.timeout_s)
     try:
-        async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
+        async with aiohttp.ClientSession(
+            connector=connector, timeout=timeout, trace_configs=[send_trace_config()]
+        ) as session:
             run.session = session
             main: asyncio.Task[None]
             if spec.rate is not None:

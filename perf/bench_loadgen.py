@@ -1,0 +1,212 @@
+"""Load generator fidelity and cost (issue 7, part 7). A script, not a test.
+
+    .venv/bin/python perf/bench_loadgen.py [clients] [fidelity] [throughput] [--quick]
+
+- clients:    client CPU per streamed token, aiohttp vs httpx, at two loads (the measurement
+              behind the choice of aiohttp).
+- fidelity:   the load generator's TTFT against the reference server's ground truth (time
+              from the request reaching the handler to the first content chunk written), at
+              32, 128 and 256 concurrent streams: error p50 / p99.
+- throughput: the most streamed tokens per second one client core sustains with 256-token
+              outputs = output tokens / client process CPU seconds (and per wall second).
+
+The server (console.bench.loadgen.refserver) runs as a separate process, so on a 2-core
+machine it gets the other core. Results print as JSON lines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from console.bench.loadgen import WorkloadSpec, run_workload  # noqa: E402
+from console.bench.loadgen.client import _StreamState  # noqa: E402
+from console.bench.loadgen.sse import SSEDecoder  # noqa: E402
+
+
+class Server:
+    def __init__(self, *args: str) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "console.bench.loadgen.refserver", "--port", "0", *args],
+            cwd=ROOT, stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdout is not None
+        self.port = int(self.proc.stdout.readline().split()[1])
+        self.base = f"http://127.0.0.1:{self.port}"
+
+    def truth(self) -> dict[str, Any]:
+        with urllib.request.urlopen(f"{self.base}/ground-truth") as resp:
+            data: dict[str, Any] = json.load(resp)
+        return data
+
+    def reset(self) -> None:
+        req = urllib.request.Request(f"{self.base}/ground-truth/reset", method="POST")
+        urllib.request.urlopen(req).close()
+
+    def __enter__(self) -> Server:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.proc.terminate()
+        self.proc.wait()
+
+
+def emit(record: dict[str, Any]) -> None:
+    print(json.dumps(record), flush=True)
+
+
+# --- clients: the same parsing fed by each HTTP client --------------------------------------
+
+BODY = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}],
+                   "max_tokens": 256, "stream": True,
+                   "stream_options": {"include_usage": True}}).encode()
+
+
+async def _httpx_stream(client: httpx.AsyncClient, url: str) -> int:
+    state, decoder = _StreamState(chat=True), SSEDecoder()
+    async with client.stream("POST", url, content=BODY,
+                             headers={"Content-Type": "application/json"}) as resp:
+        async for data in resp.aiter_raw():
+            now = time.perf_counter()
+            for ev in decoder.feed(data):
+                state.on_event(ev.data, ev.event, now)
+    assert state.done and state.error is None, state.error
+    return state.output_tokens or 0
+
+
+async def _aiohttp_stream(session: Any, url: str) -> int:
+    state, decoder = _StreamState(chat=True), SSEDecoder()
+    async with session.post(url, data=BODY, headers={"Content-Type": "application/json"}) as r:
+        async for data in r.content.iter_any():
+            now = time.perf_counter()
+            for ev in decoder.feed(data):
+                state.on_event(ev.data, ev.event, now)
+    assert state.done and state.error is None, state.error
+    return state.output_tokens or 0
+
+
+async def _client_cost(kind: str, url: str, streams: int, rounds: int) -> dict[str, Any]:
+    import aiohttp
+
+    async def drive(one: Any) -> int:
+        total = 0
+        for _ in range(rounds):
+            total += sum(await asyncio.gather(*(one() for _ in range(streams))))
+        return total
+
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    if kind == "httpx":
+        limits = httpx.Limits(max_connections=streams + 8, max_keepalive_connections=streams + 8)
+        async with httpx.AsyncClient(limits=limits, timeout=120) as client:
+            tokens = await drive(lambda: _httpx_stream(client, url))
+    else:
+        connector = aiohttp.TCPConnector(limit=streams + 8)
+        async with aiohttp.ClientSession(connector=connector) as session:
+            tokens = await drive(lambda: _aiohttp_stream(session, url))
+    cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+    return {"bench": "clients", "client": kind, "streams": streams, "tokens": tokens,
+            "cpu_us_per_token": round(cpu / tokens * 1e6, 2),
+            "client_cpu_ratio": round(cpu / wall, 3), "tokens_per_wall_s": round(tokens / wall)}
+
+
+def bench_clients(quick: bool) -> None:
+    # 256-token streams, one chunk every 5 ms: every chunk arrives in its own read, the
+    # client's per-read cost dominates, as it does against a real engine.
+    with Server("--ttft-ms", "20", "--itl-ms", "5") as server:
+        url = f"{server.base}/v1/chat/completions"
+        for streams in (16, 96):
+            for kind in ("aiohttp", "httpx"):
+                emit(asyncio.run(_client_cost(kind, url, streams, 1 if quick else 2)))
+
+
+# --- fidelity --------------------------------------------------------------------------------
+
+def _uvloop_run(coro: Any) -> Any:
+    import uvloop
+
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        return runner.run(coro)
+
+
+def _ms(values: list[float], q: float) -> float:
+    return round(float(np.percentile(values, q)) * 1e3, 3)
+
+
+def bench_fidelity(quick: bool) -> None:
+    # A busy engine's pace: first token 50 ms after arrival, then one every 40 ms. The first
+    # wave (connection set-up of every stream at once) is warmup; later waves are measured.
+    with Server("--ttft-ms", "50", "--itl-ms", "40") as server:
+        for streams in (32, 128, 256):
+            server.reset()
+            spec = WorkloadSpec(base_url=f"{server.base}/v1", model="m", concurrency=streams,
+                                requests=streams * (1 if quick else 2), warmup_s=0.5,
+                                max_tokens=32, prompt_tokens=64)
+            result = _uvloop_run(run_workload(spec))
+            truth = server.truth()
+            measured = [s for s in result.samples if s.ok and not s.warmup and s.ttft]
+            # Receive side: when the client saw the first token vs when the server wrote it.
+            seen_late = [s.send_time + s.ttft - truth[s.response_id]["first_chunk_unix"]
+                         for s in measured]
+            # Send side: the server's arrival time vs the client's recorded send time.
+            send_lag = [truth[s.response_id]["received_unix"] - s.send_time for s in measured]
+            # Whole TTFT: client's figure vs the server's own (arrival -> first chunk).
+            ttft_err = [s.ttft - truth[s.response_id]["server_ttft_s"] for s in measured]
+            v = result.validity
+            emit({"bench": "fidelity", "streams": streams, "measured": len(measured),
+                  "failed": sum(not s.ok for s in result.samples),
+                  "first_token_seen_late_p50_ms": _ms(seen_late, 50),
+                  "first_token_seen_late_p99_ms": _ms(seen_late, 99),
+                  "send_to_arrival_p50_ms": _ms(send_lag, 50),
+                  "send_to_arrival_p99_ms": _ms(send_lag, 99),
+                  "ttft_error_p50_ms": _ms(ttft_err, 50),
+                  "ttft_error_p99_ms": _ms(ttft_err, 99),
+                  "client_cpu_ratio": round(v["client_cpu_ratio"], 3),
+                  "loop_lag_p99_ms": round((v["loop_lag_p99_s"] or 0) * 1e3, 3),
+                  "flags": v["flags"]})
+
+
+# --- throughput per client core ----------------------------------------------------------------
+
+def bench_throughput(quick: bool) -> None:
+    # No pacing: the server writes as fast as it can (burst = events per write); the figure is
+    # output tokens per CPU second of the client process, i.e. per client core.
+    for burst in ("1", "8"):
+        with Server("--ttft-ms", "0", "--itl-ms", "0", "--burst", burst) as server:
+            streams = 64
+            spec = WorkloadSpec(base_url=f"{server.base}/v1", model="m", concurrency=streams,
+                                requests=streams * (2 if quick else 6), max_tokens=256,
+                                prompt_tokens=16)
+            result = _uvloop_run(run_workload(spec))
+            v, overall = result.validity, result.summary["overall"]
+            tokens = overall["output_tokens"]
+            emit({"bench": "throughput", "server_events_per_write": int(burst),
+                  "streams": streams, "tokens": tokens, "failed": overall["errors"],
+                  "tokens_per_client_cpu_s": round(tokens / v["client_cpu_s"]),
+                  "tokens_per_wall_s": round(overall["output_throughput_tps"]),
+                  "client_cpu_ratio": round(v["client_cpu_ratio"], 3)})
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("benches", nargs="*", default=["clients", "fidelity", "throughput"])
+    p.add_argument("--quick", action="store_true", help="fewer requests")
+    args = p.parse_args()
+    for name in args.benches:
+        {"clients": bench_clients, "fidelity": bench_fidelity,
+         "throughput": bench_throughput}[name](args.quick)
+
+
+if __name__ == "__main__":
+    main()
