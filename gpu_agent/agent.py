@@ -1,0 +1,210 @@
+"""The node agent's runtime state: one object the gateway, the control routes, the telemetry
+sampler and the reconciler all read, built once from the command line's options.
+
+Applying a tier config is a hot `reconfigure` of the dispatcher (DESIGN.md 3.2: drops nothing);
+keys are swapped as one dict; the engine's address follows the supervisor in managed mode.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+import aiohttp
+from prometheus_client import CollectorRegistry
+
+from gpu_agent import __version__
+from gpu_agent.config import AgentOptions
+from gpu_agent.keys import GatewayKey, KeyStore
+from gpu_agent.metrics import AgentCollector, GatewayMetrics
+from gpu_agent.nvml import NvmlReader
+from gpu_agent.supervisor import EngineStartError, EngineSupervisor
+from gpu_agent.telemetry import Telemetry
+from scheduler import AsyncDispatcher, Dispatcher, TierConfig
+
+log = logging.getLogger("gpu_agent")
+
+TIER_CONFIG = "tier_config"
+LAUNCH_PROFILE = "launch_profile"
+GATEWAY_KEYS = "gateway_keys"
+FALLBACK_MAX_IN_FLIGHT = 256  # DESIGN.md 3.1: when the launch profile's max_num_seqs is unknown
+
+
+class Agent:
+    def __init__(
+        self,
+        options: AgentOptions,
+        tier_config: TierConfig,
+        keys: list[GatewayKey],
+        supervisor: EngineSupervisor | None = None,
+        nvml: NvmlReader | None = None,
+    ) -> None:
+        self.options = options
+        self.supervisor = supervisor
+        self.keys = KeyStore(keys)
+        self.config = tier_config
+        self.driver = AsyncDispatcher(
+            Dispatcher(tier_config, default_max_in_flight=self.default_max_in_flight)
+        )
+        self.registry = CollectorRegistry()
+        self.metrics = GatewayMetrics(self.registry)
+        self.telemetry = Telemetry(
+            lambda: self.engine_url, self.driver.stats, self.metrics.interval, nvml=nvml
+        )
+        self.applied: dict[str, int | None] = {TIER_CONFIG: None, LAUNCH_PROFILE: None}
+        self.apply_errors: dict[str, dict[str, Any]] = {}
+        self.desired_seen: dict[str, int | None] = {TIER_CONFIG: None, LAUNCH_PROFILE: None}
+        self.registry.register(
+            AgentCollector(
+                self.driver.stats,
+                self.telemetry.latest,
+                lambda: dict(self.applied),
+                self.engine_health,
+            )
+        )
+        self._session: aiohttp.ClientSession | None = None
+        self._engine_task: asyncio.Task[None] | None = None
+        self.reconciler: Any = None  # gpu_agent.reconciler.Reconciler in console mode
+
+    # -- facts read on the hot path -------------------------------------------------------
+
+    @property
+    def engine_url(self) -> str:
+        if self.supervisor is not None:
+            return self.supervisor.engine_url
+        assert self.options.engine_url is not None
+        return self.options.engine_url
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        assert self._session is not None, "the agent is not started"
+        return self._session
+
+    @property
+    def pass_priority(self) -> bool:
+        """Send vLLM's `priority` only when the config asks for it and, where the launch flags
+        are known, the engine runs the priority policy: vLLM refuses a non-zero priority
+        under fcfs."""
+        if not self.config.scheduler.admission.pass_priority:
+            return False
+        if self.supervisor is not None:
+            return self.supervisor.args.get("scheduling_policy") == "priority"
+        return True
+
+    @property
+    def default_max_in_flight(self) -> int:
+        if self.supervisor is not None:
+            seqs = self.supervisor.args.get("max_num_seqs")
+            if isinstance(seqs, int) and seqs > 0:
+                return seqs
+        return FALLBACK_MAX_IN_FLIGHT
+
+    def engine_health(self) -> str:
+        if self.supervisor is not None and self.supervisor.state != "ok":
+            return self.supervisor.state
+        return self.telemetry.engine_health
+
+    # -- changes --------------------------------------------------------------------------
+
+    def apply_tier_config(self, config: TierConfig, version: int | None = None) -> None:
+        """Hot reconfigure: queued and in-flight requests stay where they are."""
+        self.driver.reconfigure(config)
+        self.config = config
+        self.applied[TIER_CONFIG] = version
+        self.apply_errors.pop(TIER_CONFIG, None)
+        log.info("tier config %s applied", version if version is not None else "(file)")
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        timeout = aiohttp.ClientTimeout(
+            total=None,
+            connect=self.options.upstream_connect_timeout_s,
+            sock_read=self.options.upstream_read_timeout_s,
+        )
+        connector = aiohttp.TCPConnector(
+            limit=self.options.upstream_pool_size,
+            limit_per_host=self.options.upstream_pool_size,
+            keepalive_timeout=30.0,
+        )
+        # One shared client for the hot path; its pool bounds the sockets to the engine.
+        self._session = aiohttp.ClientSession(
+            connector=connector,
+            timeout=timeout,
+            auto_decompress=False,
+            skip_auto_headers=("User-Agent",),
+        )
+        self.driver.start()
+        if self.supervisor is not None:
+            self._engine_task = asyncio.create_task(self._start_engine())
+        self.telemetry.start()
+        if self.reconciler is not None:
+            self.reconciler.start()
+
+    async def _start_engine(self) -> None:
+        assert self.supervisor is not None
+        try:
+            await self.supervisor.start()
+        except EngineStartError as exc:
+            log.error("engine did not start: %s", exc)
+
+    async def aclose(self) -> None:
+        if self.reconciler is not None:
+            await self.reconciler.aclose()
+        await self.driver.aclose()
+        await self.telemetry.aclose()
+        if self._engine_task is not None:
+            self._engine_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._engine_task
+        if self.supervisor is not None:
+            await self.supervisor.aclose()
+        if self._session is not None:
+            await self._session.close()
+
+    # -- reports --------------------------------------------------------------------------
+
+    def health(self) -> dict[str, str]:
+        detail = self.supervisor.detail if self.supervisor is not None else ""
+        return {"gateway": "ok", "engine": self.engine_health(), "detail": detail}
+
+    def engine_info(self) -> dict[str, Any]:
+        models = self.telemetry.models
+        return {
+            "url": self.engine_url,
+            "model": models[0] if models else None,
+            "simulated": self.telemetry.simulated,
+            "args": self.supervisor.args if self.supervisor is not None else {},
+        }
+
+    def status(self) -> dict[str, Any]:
+        stats = self.driver.stats()
+        tiers = {
+            name: {
+                "priority": tier.priority,
+                "depth": tier.depth,
+                "in_flight": tier.in_flight,
+                "awaiting_first_token": tier.awaiting_first_token,
+                "effective_wait_s": tier.effective_wait_s,
+                "released": tier.released,
+                "cancelled": tier.cancelled,
+                "rejections": dict(tier.rejections),
+            }
+            for name, tier in stats.tiers.items()
+        }
+        return {
+            "agent_version": __version__,
+            "mode": self.options.mode,
+            "applied": dict(self.applied),
+            "apply_errors": dict(self.apply_errors),
+            "desired_seen": dict(self.desired_seen),
+            "keys_version": self.keys.version,
+            "keys": len(self.keys),
+            "health": self.health(),
+            "tiers": tiers,
+            "in_flight": stats.in_flight,
+            "max_in_flight": stats.max_in_flight,
+            "engine": self.engine_info(),
+        }

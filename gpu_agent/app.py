@@ -1,0 +1,96 @@
+"""The ASGI app: the two completion routes go straight to the gateway's plain ASGI handler;
+everything else (/health, /metrics, /v1/models, /agent/v1/status) is a small Starlette app that
+also runs the agent's lifespan."""
+
+from __future__ import annotations
+
+import contextlib
+import hmac
+from collections.abc import AsyncIterator
+
+import aiohttp
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from gpu_agent.agent import Agent
+from gpu_agent.errors import error_body
+from gpu_agent.gateway import Gateway
+from gpu_agent.types import Receive, Scope, Send
+
+
+def _error(status: int, message: str, code: str) -> Response:
+    return Response(error_body(status, message, code), status, media_type="application/json")
+
+
+def _bearer(request: Request) -> str | None:
+    value = request.headers.get("authorization", "")
+    return value[7:].strip() if value[:7].lower() == "bearer " else None
+
+
+def _control_app(agent: Agent) -> Starlette:
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        await agent.start()
+        try:
+            yield
+        finally:
+            await agent.aclose()
+
+    async def health(request: Request) -> Response:
+        # The gateway answers while the engine is down: the body says which part is unwell.
+        return JSONResponse(agent.health())
+
+    async def metrics(request: Request) -> Response:
+        return Response(generate_latest(agent.registry), media_type=CONTENT_TYPE_LATEST)
+
+    async def models(request: Request) -> Response:
+        token = _bearer(request)
+        if token is None or agent.keys.lookup(token) is None:
+            return _error(401, "invalid API key", "invalid_api_key")
+        try:
+            async with agent.session.get(agent.engine_url + "/v1/models") as upstream:
+                body = await upstream.read()
+                status = upstream.status
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            return _error(503, f"the engine is not reachable: {exc}", "engine_down")
+        if status != 200:
+            return _error(502, f"engine answered {status} for /v1/models", "engine_error")
+        return Response(body, media_type="application/json")
+
+    async def status(request: Request) -> Response:
+        token = _bearer(request)
+        expected = agent.options.node_token
+        if expected is None:
+            return _error(401, "this agent has no node token configured", "no_node_token")
+        if token is None or not hmac.compare_digest(token.encode(), expected.encode()):
+            return _error(401, "invalid node token", "invalid_node_token")
+        return JSONResponse(agent.status())
+
+    routes = [
+        Route("/health", health),
+        Route("/metrics", metrics),
+        Route("/v1/models", models),
+        Route("/agent/v1/status", status),
+    ]
+    return Starlette(routes=routes, lifespan=lifespan)
+
+
+def create_app(agent: Agent) -> object:
+    gateway = Gateway(agent)
+    control = _control_app(agent)
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST":
+            path = scope["path"]
+            if path == "/v1/chat/completions":
+                await gateway.handle(scope, receive, send, chat=True)
+                return
+            if path == "/v1/completions":
+                await gateway.handle(scope, receive, send, chat=False)
+                return
+        await control(scope, receive, send)
+
+    return app

@@ -1,0 +1,136 @@
+"""The agent's command line (DESIGN.md 9), read once into `AgentOptions`.
+
+    python -m gpu_agent --engine-url URL | --engine-cmd "vllm serve ..." --listen HOST:PORT
+        (--console URL --node-token T | --tier-config FILE --keys FILE) [options]
+
+Bad input exits with code 2 and a message naming the problem (argparse's convention).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpu_agent.state import default_state_dir
+
+DEFAULT_MAX_BODY_BYTES = 1 << 20
+
+
+@dataclass(frozen=True)
+class AgentOptions:
+    listen_host: str
+    listen_port: int
+    engine_url: str | None = None  # attached mode
+    engine_cmd: tuple[str, ...] | None = None  # managed mode
+    console_url: str | None = None
+    node_token: str | None = None
+    tier_config_file: Path | None = None
+    keys_file: Path | None = None
+    simulate: bool = False
+    state_dir: Path | None = None
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    log_level: str = "info"
+    engine_start_timeout_s: float = 300.0
+    upstream_connect_timeout_s: float = 5.0
+    upstream_read_timeout_s: float = 600.0
+    upstream_pool_size: int = 1024
+    heartbeat_backoff_max_s: float = 30.0
+
+    @property
+    def mode(self) -> str:
+        return "managed" if self.engine_cmd is not None else "attached"
+
+    @property
+    def listen_url(self) -> str:
+        host = "127.0.0.1" if self.listen_host in ("0.0.0.0", "") else self.listen_host
+        return f"http://{host}:{self.listen_port}"
+
+
+def _listen(value: str) -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+        raise argparse.ArgumentTypeError(f"--listen must be HOST:PORT, got {value!r}")
+    return host or "0.0.0.0", int(port)
+
+
+def _positive_int(value: str) -> int:
+    if not value.isdigit() or int(value) <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value!r}")
+    return int(value)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m gpu_agent",
+        description="Tiergate GPU node agent: priority gateway, telemetry, reconciler.",
+    )
+    engine = parser.add_mutually_exclusive_group(required=True)
+    engine.add_argument("--engine-url", help="attached mode: front an engine started elsewhere")
+    engine.add_argument("--engine-cmd", help='managed mode: run this engine, "vllm serve ..."')
+    parser.add_argument("--listen", required=True, type=_listen, help="HOST:PORT of the gateway")
+    parser.add_argument("--console", help="console base URL (managed by the console)")
+    parser.add_argument(
+        "--node-token",
+        default=os.environ.get("TIERGATE_NODE_TOKEN"),
+        help="node token (or env TIERGATE_NODE_TOKEN); also guards /agent/v1/status",
+    )
+    parser.add_argument("--tier-config", type=Path, help="standalone: tier config JSON file")
+    parser.add_argument("--keys", type=Path, help="standalone: gateway keys JSON file")
+    parser.add_argument(
+        "--simulate", action="store_true", help="run `vllm serve ...` as the simulator"
+    )
+    parser.add_argument("--state-dir", type=Path, help="default ~/.local/state/tiergate-agent/PORT")
+    parser.add_argument("--max-body-bytes", type=_positive_int, default=DEFAULT_MAX_BODY_BYTES)
+    parser.add_argument(
+        "--log-level", default="info", choices=("debug", "info", "warning", "error")
+    )
+    parser.add_argument("--engine-start-timeout", type=float, default=300.0, metavar="SECONDS")
+    parser.add_argument("--upstream-read-timeout", type=float, default=600.0, metavar="SECONDS")
+    parser.add_argument("--upstream-pool-size", type=_positive_int, default=1024)
+    parser.add_argument("--heartbeat-backoff-max", type=float, default=30.0, metavar="SECONDS")
+    return parser
+
+
+def parse_args(argv: list[str] | None = None) -> AgentOptions:
+    parser = build_parser()
+    ns = parser.parse_args(argv)
+    console_mode = ns.console is not None
+    standalone = ns.tier_config is not None or ns.keys is not None
+    if console_mode and standalone:
+        parser.error("give either --console/--node-token or --tier-config/--keys, not both")
+    if console_mode and not ns.node_token:
+        parser.error("--console needs --node-token (or TIERGATE_NODE_TOKEN)")
+    if not console_mode and (ns.tier_config is None or ns.keys is None):
+        parser.error("give --console URL --node-token T, or --tier-config FILE --keys FILE")
+    engine_cmd = None
+    if ns.engine_cmd is not None:
+        try:
+            engine_cmd = tuple(shlex.split(ns.engine_cmd))
+        except ValueError as exc:
+            parser.error(f"--engine-cmd: {exc}")
+        if not engine_cmd:
+            parser.error("--engine-cmd is empty")
+    if ns.engine_url is not None and not ns.engine_url.startswith(("http://", "https://")):
+        parser.error(f"--engine-url must start with http:// or https://, got {ns.engine_url!r}")
+    host, port = ns.listen
+    return AgentOptions(
+        listen_host=host,
+        listen_port=port,
+        engine_url=ns.engine_url.rstrip("/") if ns.engine_url else None,
+        engine_cmd=engine_cmd,
+        console_url=ns.console.rstrip("/") if ns.console else None,
+        node_token=ns.node_token,
+        tier_config_file=ns.tier_config,
+        keys_file=ns.keys,
+        simulate=ns.simulate,
+        state_dir=ns.state_dir or default_state_dir(port),
+        max_body_bytes=ns.max_body_bytes,
+        log_level=ns.log_level,
+        engine_start_timeout_s=ns.engine_start_timeout,
+        upstream_read_timeout_s=ns.upstream_read_timeout,
+        upstream_pool_size=ns.upstream_pool_size,
+        heartbeat_backoff_max_s=ns.heartbeat_backoff_max,
+    )

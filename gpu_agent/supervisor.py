@@ -1,0 +1,242 @@
+"""Engine supervisor (managed mode, DESIGN.md 4): runs `vllm serve ...` (or the simulator with
+the same flags), swaps launch profiles and rolls back a profile that does not come up.
+
+`restart(argv)` stops the running engine, starts the new command line and waits for /health.
+If the new engine exits or stays silent past the timeout, the previous command line is started
+again and `EngineStartError` carries the tail of the failed engine's output, which the
+reconciler reports to the console. An engine that dies on its own is restarted with a capped
+backoff.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import sys
+from collections import deque
+from typing import Any
+
+import httpx
+
+log = logging.getLogger("gpu_agent.supervisor")
+
+TAIL_LINES = 30
+_STOP_GRACE_S = 10.0
+
+
+class EngineStartError(RuntimeError):
+    """The engine did not come up; the message holds the reason and its output's tail."""
+
+
+def engine_argv(argv: list[str], simulate: bool) -> list[str]:
+    """The command to run: with `simulate`, `vllm serve ...` becomes the simulator."""
+    if simulate and argv[:2] == ["vllm", "serve"]:
+        return [sys.executable, "-m", "gpu_agent.sim", "serve", *argv[2:]]
+    return list(argv)
+
+
+def _flag_value(argv: list[str], flag: str) -> str | None:
+    value = None
+    for i, arg in enumerate(argv):
+        if arg == flag and i + 1 < len(argv):
+            value = argv[i + 1]
+        elif arg.startswith(flag + "="):
+            value = arg.split("=", 1)[1]
+    return value
+
+
+def engine_url_of(argv: list[str]) -> str:
+    """vLLM's defaults: 0.0.0.0 (reached here as 127.0.0.1) and port 8000."""
+    host = _flag_value(argv, "--host") or "127.0.0.1"
+    if host in ("0.0.0.0", "::", ""):
+        host = "127.0.0.1"
+    port = _flag_value(argv, "--port") or "8000"
+    return f"http://{host}:{port}"
+
+
+def launch_args(argv: list[str]) -> dict[str, Any]:
+    """`vllm serve MODEL --max-num-seqs 64 --enable-x` -> {"model": ..., "max_num_seqs": 64, ...}."""
+    args: dict[str, Any] = {}
+    rest = argv[2:] if argv[:2] == ["vllm", "serve"] else argv[1:]
+    i = 0
+    while i < len(rest):
+        arg = rest[i]
+        if not arg.startswith("--"):
+            args.setdefault("model", arg)
+            i += 1
+            continue
+        name, _, inline = arg[2:].partition("=")
+        key = name.replace("-", "_")
+        if inline:
+            value: Any = inline
+        elif i + 1 < len(rest) and not rest[i + 1].startswith("--"):
+            value = rest[i + 1]
+            i += 1
+        elif key.startswith("no_"):
+            key, value = key[3:], False
+        else:
+            value = True
+        if isinstance(value, str):
+            with contextlib.suppress(ValueError):
+                value = float(value) if "." in value else int(value)
+        args[key] = value
+        i += 1
+    return args
+
+
+class EngineSupervisor:
+    def __init__(self, argv: list[str], simulate: bool, start_timeout_s: float = 300.0) -> None:
+        self.argv = list(argv)
+        self.simulate = simulate
+        self.start_timeout_s = start_timeout_s
+        self.state = "down"  # down | starting | ok
+        self.detail = ""
+        self._process: asyncio.subprocess.Process | None = None
+        self._tail: deque[str] = deque(maxlen=TAIL_LINES)
+        self._reader: asyncio.Task[None] | None = None
+        self._monitor: asyncio.Task[None] | None = None
+        self._lock = asyncio.Lock()
+        self._closing = False
+
+    @property
+    def engine_url(self) -> str:
+        return engine_url_of(self.argv)
+
+    @property
+    def args(self) -> dict[str, Any]:
+        return launch_args(self.argv)
+
+    async def start(self) -> None:
+        async with self._lock:
+            await self._start(self.argv)
+
+    async def restart(self, argv: list[str]) -> None:
+        """Swap to `argv`; on failure go back to the previous command line and raise."""
+        async with self._lock:
+            previous = self.argv
+            await self._stop()
+            try:
+                await self._start(argv)
+            except EngineStartError as exc:
+                log.warning("new launch profile failed, going back: %s", exc)
+                await self._stop()
+                try:
+                    await self._start(previous)
+                except EngineStartError as again:
+                    self.detail = f"previous profile failed too: {again}"
+                raise
+            self.argv = list(argv)
+
+    async def aclose(self) -> None:
+        self._closing = True
+        async with self._lock:
+            await self._stop()
+
+    # -- internals ------------------------------------------------------------------------
+
+    async def _start(self, argv: list[str]) -> None:
+        command = engine_argv(argv, self.simulate)
+        self.state = "starting"
+        self._tail.clear()
+        log.info("starting engine: %s", " ".join(command))
+        try:
+            process = await asyncio.create_subprocess_exec(
+                *command,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.STDOUT,
+                start_new_session=True,  # its own process group: stopping it stops its workers
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
+        except OSError as exc:
+            self.state = "down"
+            self.detail = f"cannot run {command[0]!r}: {exc}"
+            raise EngineStartError(self.detail) from exc
+        self._process = process
+        self._reader = asyncio.create_task(self._read_output(process))
+        try:
+            await self._wait_healthy(process, engine_url_of(argv))
+        except EngineStartError as exc:
+            self.state = "down"
+            self.detail = str(exc)
+            await self._stop()
+            raise
+        self.state = "ok"
+        self.detail = ""
+        self._monitor = asyncio.create_task(self._watch_exit(process, argv))
+
+    async def _wait_healthy(self, process: asyncio.subprocess.Process, url: str) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.start_timeout_s
+        async with httpx.AsyncClient(timeout=1.0) as client:
+            while True:
+                if process.returncode is not None:
+                    if self._reader is not None:  # let the last lines arrive
+                        with contextlib.suppress(asyncio.TimeoutError):
+                            await asyncio.wait_for(asyncio.shield(self._reader), 1.0)
+                    raise EngineStartError(
+                        f"engine exited with code {process.returncode}: {self.tail()}"
+                    )
+                with contextlib.suppress(httpx.HTTPError):
+                    if (await client.get(url + "/health")).status_code == 200:
+                        return
+                if loop.time() > deadline:
+                    raise EngineStartError(
+                        f"engine did not answer {url}/health within {self.start_timeout_s:g} s: "
+                        f"{self.tail()}"
+                    )
+                await asyncio.sleep(0.1)
+
+    def tail(self) -> str:
+        return "\n".join(self._tail)
+
+    async def _read_output(self, process: asyncio.subprocess.Process) -> None:
+        assert process.stdout is not None
+        async for raw in process.stdout:
+            line = raw.decode("utf-8", "replace").rstrip()
+            self._tail.append(line)
+            log.debug("engine: %s", line)
+
+    async def _watch_exit(self, process: asyncio.subprocess.Process, argv: list[str]) -> None:
+        code = await process.wait()
+        if self._closing or process is not self._process:
+            return
+        self.state = "down"
+        self.detail = f"engine exited with code {code}: {self.tail()}"
+        log.error("%s", self.detail)
+        delay = 1.0
+        while not self._closing:
+            await asyncio.sleep(delay)
+            async with self._lock:
+                if self._process is not process:
+                    return  # a restart already replaced it
+                try:
+                    await self._start(argv)
+                    return
+                except EngineStartError as exc:
+                    log.error("engine restart failed: %s", exc)
+            delay = min(delay * 2, 30.0)
+
+    async def _stop(self) -> None:
+        process, self._process = self._process, None
+        monitor, self._monitor = self._monitor, None
+        if monitor is not None and monitor is not asyncio.current_task():
+            monitor.cancel()
+        if process is None:
+            return
+        if process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGTERM)
+            try:
+                await asyncio.wait_for(process.wait(), _STOP_GRACE_S)
+            except TimeoutError:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                await process.wait()
+        if self._reader is not None:
+            with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
+                await asyncio.wait_for(self._reader, 1.0)
+            self._reader = None
+        self.state = "down"
