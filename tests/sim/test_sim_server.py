@@ -18,7 +18,7 @@ MODEL = "sim-model"
 
 @pytest.fixture(scope="module")
 def base_url() -> Iterator[str]:
-    with run_sim_process(MODEL, ["--sim-preset", "tiny-test", "--max-num-seqs", "16"]) as url:
+    with run_sim_process(MODEL, ["--max-num-seqs", "16"]) as url:
         yield url
 
 
@@ -233,3 +233,9 @@ def test_simulated_gpu_figures(client: openai.OpenAI, base_url: str) -> None:
     assert steps["total"] >= 50 and steps["timed"] > 0
     # Wall time between deliveries follows the model (loosely: CI machines are noisy).
     assert 0.7 < steps["measured_s"] / steps["modelled_s"] < 1.5
+
+
+def test_run_sim_process_reports_a_simulator_that_cannot_start() -> None:
+    with pytest.raises(RuntimeError, match=r"(?s)exited with 2.*unrecognized arguments"):  # noqa: SIM117
+        with run_sim_process(MODEL, ["--scheduler-policy", "priority"]):
+            pass
