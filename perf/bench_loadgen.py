@@ -10,8 +10,8 @@
 - throughput: the most streamed tokens per second one client core sustains with 256-token
               outputs = output tokens / client process CPU seconds (and per wall second).
 
-The server (console.bench.loadgen.refserver) runs as a separate process, so on a 2-core
-machine it gets the other core. Results print as JSON lines.
+The server (console.bench.loadgen.refserver) runs as a separate process pinned to core 0;
+the client (this process) is pinned to core 1. Results print as JSON lines.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import subprocess
 import sys
 import time
@@ -30,6 +31,7 @@ import httpx
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
+PIN = hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) >= 2
 sys.path.insert(0, str(ROOT))
 
 from console.bench.loadgen import WorkloadSpec, run_workload  # noqa: E402
@@ -44,6 +46,9 @@ class Server:
             cwd=ROOT, stdout=subprocess.PIPE, text=True)
         assert self.proc.stdout is not None
         self.port = int(self.proc.stdout.readline().split()[1])
+        if PIN:  # server on core 0, this (client) process on core 1
+            os.sched_setaffinity(self.proc.pid, {0})
+            os.sched_setaffinity(0, {1})
         self.base = f"http://127.0.0.1:{self.port}"
 
     def truth(self) -> dict[str, Any]:
@@ -134,9 +139,9 @@ def bench_clients(quick: bool) -> None:
 # --- fidelity --------------------------------------------------------------------------------
 
 def _uvloop_run(coro: Any) -> Any:
-    import uvloop
+    from console.bench.loadgen.cli import _runner  # uvloop when installed, as the CLI runs
 
-    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+    with _runner() as runner:
         return runner.run(coro)
 
 
@@ -145,9 +150,15 @@ def _ms(values: list[float], q: float) -> float:
 
 
 def bench_fidelity(quick: bool) -> None:
-    # A busy engine's pace: first token 50 ms after arrival, then one every 40 ms. The first
-    # wave (connection set-up of every stream at once) is warmup; later waves are measured.
-    with Server("--ttft-ms", "50", "--itl-ms", "40") as server:
+    # A busy engine's pace: first token 50 ms (+ up to 40 ms) after arrival, then one every
+    # 40 ms. "lockstep" (no spread) keeps every stream's chunks in one burst per 40 ms: the
+    # worst case for a client. The first wave (every connection set up at once) is warmup.
+    for pacing, jitter in (("spread", "40"), ("lockstep", "0")):
+        _fidelity(pacing, jitter, quick)
+
+
+def _fidelity(pacing: str, jitter: str, quick: bool) -> None:
+    with Server("--ttft-ms", "50", "--itl-ms", "40", "--jitter-ms", jitter) as server:
         for streams in (32, 128, 256):
             server.reset()
             spec = WorkloadSpec(base_url=f"{server.base}/v1", model="m", concurrency=streams,
@@ -164,7 +175,7 @@ def bench_fidelity(quick: bool) -> None:
             # Whole TTFT: client's figure vs the server's own (arrival -> first chunk).
             ttft_err = [s.ttft - truth[s.response_id]["server_ttft_s"] for s in measured]
             v = result.validity
-            emit({"bench": "fidelity", "streams": streams, "measured": len(measured),
+            emit({"bench": "fidelity", "pacing": pacing, "streams": streams, "measured": len(measured),
                   "failed": sum(not s.ok for s in result.samples),
                   "first_token_seen_late_p50_ms": _ms(seen_late, 50),
                   "first_token_seen_late_p99_ms": _ms(seen_late, 99),

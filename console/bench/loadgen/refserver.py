@@ -30,6 +30,9 @@ class Schedule:
     itl_s: float = 0.005
     burst: int = 1  # content events per write
     usage: bool = True
+    # Spread of the first-token delay, deterministic per request (golden-ratio sequence), so
+    # streams drift out of lockstep as they do when real outputs differ in length.
+    jitter_s: float = 0.0
 
 
 def _chunk(rid: str, created: int, model: str, chat: bool, text: str | None,
@@ -82,7 +85,9 @@ class RefServer:
         received_loop = loop.time()
         arrived_unix = time.time()  # headers parsed, body not yet read
         body = await request.json()
-        rid = f"cmpl-{next(self.counter)}"
+        number = next(self.counter)
+        rid = f"cmpl-{number}"
+        ttft = self.schedule.ttft_s + self.schedule.jitter_s * ((number * 0.6180339887) % 1.0)
         chat = request.path.endswith("/chat/completions")
         tokens = int(body.get("max_tokens") or 16)
         model = str(body.get("model", "ref-model"))
@@ -94,7 +99,7 @@ class RefServer:
         usage = {"prompt_tokens": prompt_tokens, "completion_tokens": tokens,
                  "total_tokens": prompt_tokens + tokens}
         if not body.get("stream"):
-            await asyncio.sleep(self.schedule.ttft_s + self.schedule.itl_s * (tokens - 1))
+            await asyncio.sleep(ttft + self.schedule.itl_s * (tokens - 1))
             return web.json_response({"id": rid, "object": "chat.completion", "model": model,
                                       "choices": [{"index": 0, "finish_reason": "length",
                                                    "message": {"role": "assistant",
@@ -110,7 +115,7 @@ class RefServer:
             pending.append(_chunk(rid, created, model, chat, " tok"))
             if len(pending) < self.schedule.burst and k < tokens - 1:
                 continue
-            due = received_loop + self.schedule.ttft_s + self.schedule.itl_s * k
+            due = received_loop + ttft + self.schedule.itl_s * k
             delay = due - loop.time()
             if delay > 0:
                 await asyncio.sleep(delay)
@@ -148,10 +153,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--ttft-ms", type=float, default=20.0)
     p.add_argument("--itl-ms", type=float, default=5.0)
     p.add_argument("--burst", type=int, default=1)
+    p.add_argument("--jitter-ms", type=float, default=0.0, help="spread of the TTFT")
     p.add_argument("--no-usage", action="store_true")
     args = p.parse_args(argv)
     schedule = Schedule(args.ttft_ms / 1000, args.itl_ms / 1000, max(args.burst, 1),
-                        not args.no_usage)
+                        not args.no_usage, args.jitter_ms / 1000)
     try:
         import uvloop
 
