@@ -115,6 +115,7 @@ INSTALLED_APPS = [
     "console.core",
     "console.audit",
     "console.tuning",
+    "console.fleet",
 ]
 
 MIDDLEWARE = [
@@ -219,6 +220,11 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
 }
+# Choice sets whose field names ("kind", "mode") other apps use too: name them once.
+SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"] = {
+    "EndpointKindEnum": "console.fleet.choices.EndpointKind",
+    "NodeModeEnum": "console.fleet.choices.NodeMode",
+}
 
 # Celery: JSON only, late acks (a task whose worker died is redelivered, so tasks are
 # idempotent), hard and soft time limits.
@@ -235,6 +241,7 @@ CELERY_TASK_SOFT_TIME_LIMIT = int(_cfg["task_time_limit"]) - 5  # type: ignore[c
 CELERY_RESULT_EXPIRES = 3600
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {}
+CELERY_BEAT_SCHEDULE["fleet-prune-telemetry"] = {"task": "fleet.prune_telemetry", "schedule": 600.0}
 if CELERY_BROKER_URL.startswith("filesystem://"):
     _broker_dir = DATA_DIR / "broker"
     for _sub in ("queue", "processed"):

@@ -16,12 +16,14 @@ api_v1 = [
     ),
     path("", include("console.audit.api.urls")),
     path("", include("console.tuning.api.urls")),
+    path("", include("console.fleet.api.urls")),
 ]
 
 urlpatterns = [
     path("", include("console.core.urls")),
     path("audit/", include("console.audit.urls")),
     path("tuning/", include("console.tuning.urls")),
+    path("fleet/", include("console.fleet.urls")),
     path("api/v1/", include(api_v1)),
     path("admin/", admin.site.urls),
 ]

@@ -1,0 +1,15 @@
+from __future__ import annotations
+
+from django.urls import path
+from rest_framework.routers import SimpleRouter
+
+from console.fleet.api.views import EndpointViewSet, GatewayKeyViewSet, HeartbeatView, NodeViewSet
+
+router = SimpleRouter(trailing_slash=True)
+router.register("endpoints", EndpointViewSet, basename="endpoint")
+router.register("nodes", NodeViewSet, basename="node")
+router.register("gateway-keys", GatewayKeyViewSet, basename="gatewaykey")
+urlpatterns = [
+    path("agent/heartbeat", HeartbeatView.as_view(), name="agent-heartbeat"),
+    *router.urls,
+]

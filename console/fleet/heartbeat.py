@@ -1,0 +1,205 @@
+"""The console side of the heartbeat (docs/protocol.md): store what the agent sent, reply with
+what it should run.
+
+Hot path: every agent calls it every second (a scale test runs 100 agents). So: the node and
+its desired versions come from one select_related query (done by authentication), the active
+keys from one query, and the writes (samples and node state) share one short transaction:
+one bulk INSERT and one UPDATE. Anything rarer (a new applied version, a new listen URL)
+costs more only on the beat where it happens.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from datetime import UTC, datetime
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from console.audit.choices import Action
+from console.audit.services import record
+from console.fleet.crypto import sha256_hex
+from console.fleet.models import GatewayKey, Node, TelemetrySample
+from console.fleet.schemas import HeartbeatIn, SampleIn
+
+log = logging.getLogger(__name__)
+
+
+def heartbeat_interval_s() -> float:
+    return float(getattr(settings, "TIERGATE_HEARTBEAT_INTERVAL_S", 1.0))
+
+
+def node_for_token(token: str) -> Node | None:
+    """The node whose token this is, with its desired versions loaded, or None."""
+    if not token:
+        return None
+    return (
+        Node.objects.select_related("desired_tier_config", "desired_launch_profile")
+        .filter(token_sha256=sha256_hex(token))
+        .first()
+    )
+
+
+def names_node(node: Node, claimed: str | int | None) -> bool:
+    """Whether the body's optional `node` field (name or id) names the token's node."""
+    if claimed is None:
+        return True
+    if isinstance(claimed, int):
+        return claimed == node.pk
+    return claimed in (node.name, str(node.pk))
+
+
+# --- gateway keys --------------------------------------------------------------------------
+
+def keys_for_node(node: Node) -> list[dict[str, Any]]:
+    """The active keys valid on this node, as agents receive them, in a stable order."""
+    scoped = GatewayKey.nodes.through.objects.filter(node_id=node.pk).values("gatewaykey_id")
+    rows = (
+        GatewayKey.objects.active()
+        .filter(Q(all_nodes=True) | Q(pk__in=scoped))
+        .order_by("sha256")
+        .values("name", "sha256", "tiers", "default_tier")
+    )
+    return [{"name": r["name"], "sha256": r["sha256"], "tiers": list(r["tiers"]),
+             "default_tier": r["default_tier"]} for r in rows]
+
+
+def keys_version(keys: list[dict[str, Any]]) -> str:
+    """A digest of the key set: equal digests mean the agent's keys are current."""
+    blob = json.dumps(keys, sort_keys=True, separators=(",", ":")).encode()
+    return hashlib.sha256(blob).hexdigest()[:32]
+
+
+# --- desired versions ----------------------------------------------------------------------
+
+def launch_argv(args: dict[str, Any]) -> list[str]:
+    from console.tuning.vllm_args import render_argv, validate_args
+
+    return render_argv(validate_args(args))
+
+
+def desired_reply(node: Node, applied_tier: int | None, applied_profile: int | None) -> dict[str, Any]:
+    """`desired` of the reply: `{"id"}` alone when the agent already runs it, else the content."""
+    tier: dict[str, Any] | None = None
+    if node.desired_tier_config_id is not None:
+        tier = {"id": node.desired_tier_config_id}
+        if node.desired_tier_config_id != applied_tier:
+            version = node.desired_tier_config
+            tier.update(name=version.name, config=version.config)
+    profile: dict[str, Any] | None = None
+    if node.desired_launch_profile_id is not None:
+        profile = {"id": node.desired_launch_profile_id}
+        if node.desired_launch_profile_id != applied_profile:
+            version = node.desired_launch_profile
+            profile.update(name=version.name, args=version.args, argv=launch_argv(version.args))
+    return {"tier_config": tier, "launch_profile": profile}
+
+
+# --- samples --------------------------------------------------------------------------------
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def _sum(values: list[int | None]) -> int | None:
+    present = [v for v in values if v is not None]
+    return sum(present) if present else None
+
+
+def sample_row(node_id: int, sample: SampleIn) -> TelemetrySample:
+    tiers = sample.tiers
+    online = tiers.get("online")
+    return TelemetrySample(
+        node_id=node_id,
+        ts=datetime.fromtimestamp(sample.ts, tz=UTC),
+        gpu_source=sample.gpu_source,
+        gpus=[g.model_dump() for g in sample.gpus],
+        engine=sample.engine.model_dump(),
+        tiers={name: t.model_dump() for name, t in tiers.items()},
+        gpu_util=_mean([g.util for g in sample.gpus if g.util is not None]),
+        kv_cache_usage=sample.engine.kv_cache_usage,
+        queue_depth=_sum([t.depth for t in tiers.values()]),
+        finished=_sum([t.finished for t in tiers.values()]),
+        errors=_sum([t.errors for t in tiers.values()]),
+        ttft_p99_online_s=online.ttft_p99_s if online is not None else None,
+    )
+
+
+def summary_of(row: TelemetrySample) -> dict[str, Any]:
+    """What the fleet page shows of the newest sample (kept on the node row)."""
+    return {
+        "ts": row.ts.isoformat(), "gpu_source": row.gpu_source, "gpu_util": row.gpu_util,
+        "kv_cache_usage": row.kv_cache_usage, "queue_depth": row.queue_depth,
+        "tiers": {name: {"depth": t.get("depth"), "in_flight": t.get("in_flight"),
+                         "ttft_p99_s": t.get("ttft_p99_s")} for name, t in row.tiers.items()},
+        "gpus": len(row.gpus),
+    }
+
+
+# --- the beat -------------------------------------------------------------------------------
+
+def _known_applied(model: Any, claimed: int | None, stored: int | None) -> int | None:
+    """The applied id to store: an id the console does not know (a version deleted, or an
+    agent pointed at another console) is stored as None rather than breaking the beat."""
+    if claimed is None or claimed == stored:
+        return claimed
+    return claimed if model.objects.filter(pk=claimed).exists() else None
+
+
+def process(node: Node, beat: HeartbeatIn, now: datetime | None = None) -> dict[str, Any]:
+    """Store one heartbeat and build the reply. `node` comes from node_for_token."""
+    from console.tuning.models import LaunchProfileVersion, TierConfigVersion
+
+    now = now or timezone.now()
+    rows = [sample_row(node.pk, s) for s in beat.samples]
+    applied_tier = _known_applied(TierConfigVersion, beat.applied.tier_config, node.applied_tier_config_id)
+    applied_profile = _known_applied(
+        LaunchProfileVersion, beat.applied.launch_profile, node.applied_launch_profile_id
+    )
+    changes: dict[str, Any] = {
+        "mode": beat.mode, "agent_version": beat.agent_version, "listen_url": beat.listen_url,
+        "engine": beat.engine.model_dump(), "health": beat.health.model_dump(),
+        "apply_errors": {kind: e.model_dump() for kind, e in beat.apply_errors.items()},
+        "keys_version": beat.keys_version, "last_seen_at": now,
+        "applied_tier_config_id": applied_tier, "applied_launch_profile_id": applied_profile,
+    }
+    if rows:
+        changes["last_sample"] = summary_of(max(rows, key=lambda r: r.ts))
+    keys = keys_for_node(node)
+    version = keys_version(keys)
+    applied_before = (node.applied_tier_config_id, node.applied_launch_profile_id)
+    listen_changed = bool(beat.listen_url) and beat.listen_url != node.listen_url
+
+    with transaction.atomic():
+        if rows:
+            TelemetrySample.objects.bulk_create(rows, ignore_conflicts=True)
+        Node.objects.filter(pk=node.pk).update(**changes)
+        for field, value in changes.items():
+            setattr(node, field, value)
+        if (applied_tier, applied_profile) != applied_before:
+            record(
+                action=Action.UPDATE, obj=node, message="agent reported newly applied versions",
+                before={"applied_tier_config": applied_before[0], "applied_launch_profile": applied_before[1]},
+                after={"applied_tier_config": applied_tier, "applied_launch_profile": applied_profile},
+            )
+        if listen_changed:
+            from console.fleet.services import ensure_gateway_endpoint
+
+            ensure_gateway_endpoint(node)
+            keys = keys_for_node(node)  # ensure_gateway_endpoint may have added the node's key
+            version = keys_version(keys)
+
+    reply: dict[str, Any] = {
+        "node": {"id": node.pk, "name": node.name},
+        "heartbeat_interval_s": heartbeat_interval_s(),
+        "desired": desired_reply(node, applied_tier, applied_profile),
+        "keys_version": version,
+    }
+    if beat.keys_version != version:
+        reply["gateway_keys"] = keys
+    return reply

@@ -1,0 +1,283 @@
+"""Fleet workflows. Views, viewsets, seeders, commands and tasks all call these; each one
+writes its audit event in the same transaction as its change, and none ever returns or
+records a plaintext secret except the one-time `token` / `key` a creator must see.
+
+    create_endpoint(user, request=None, **fields) -> Endpoint
+    update_endpoint(endpoint, user, request=None, **fields) -> Endpoint     (api_key="" keeps it)
+    delete_endpoint(endpoint, user, request=None) -> None
+    import_env(text, user, request=None, kind="external") -> list[Endpoint]
+    create_node(name, labels, user, request=None) -> (Node, token)
+    rotate_node_token(node, user, request=None) -> token
+    update_node(node, user, request=None, **fields) -> Node
+    delete_node(node, user, request=None) -> None
+    set_desired(nodes, tier_config=None, launch_profile=None, user=None, reason="") -> list[Node]
+    create_gateway_key(name, tiers, default_tier, user, nodes=None, request=None) -> (GatewayKey, key)
+    revoke_gateway_key(key, user, request=None) -> GatewayKey
+    allowed_tiers() -> set[str]
+    ensure_gateway_endpoint(node) -> Endpoint | None
+    agent_commands(console_url, token) -> dict[str, str]
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Iterable
+from typing import Any
+
+from django.db import transaction
+from django.db.models import ProtectedError
+from django.http import HttpRequest
+from django.utils import timezone
+
+from console.audit.choices import Action
+from console.audit.services import record
+from console.fleet import crypto
+from console.fleet.choices import DEFAULT_TIERS, EndpointKind
+from console.fleet.envfile import parse_env
+from console.fleet.models import Endpoint, GatewayKey, Node
+
+ENDPOINT_FIELDS = ("name", "base_url", "models", "default_model", "kind", "node")
+
+
+class FleetError(ValueError):
+    """A rule broken by otherwise well-formed input; `field` names what to fix."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+        self.message = message
+
+
+# --- endpoints --------------------------------------------------------------------------------
+
+def create_endpoint(user: Any, request: HttpRequest | None = None, *, api_key: str = "", **fields: Any) -> Endpoint:
+    endpoint = Endpoint(**{k: v for k, v in fields.items() if k in ENDPOINT_FIELDS})
+    endpoint.set_api_key(api_key)
+    with transaction.atomic():
+        endpoint.save()
+        record(action=Action.CREATE, obj=endpoint, after=endpoint.audit_dict(), user=user, request=request)
+    return endpoint
+
+
+def update_endpoint(endpoint: Endpoint, user: Any, request: HttpRequest | None = None, *,
+                    api_key: str | None = None, **fields: Any) -> Endpoint:
+    """Change the given fields; a non-empty api_key replaces the key (it is never read back)."""
+    before = endpoint.audit_dict()
+    for name, value in fields.items():
+        if name in ENDPOINT_FIELDS:
+            setattr(endpoint, name, value)
+    if api_key:
+        endpoint.set_api_key(api_key)
+    with transaction.atomic():
+        endpoint.save()
+        after = endpoint.audit_dict()
+        message = "API key replaced" if api_key else ""
+        record(action=Action.UPDATE, obj=endpoint, before=before, after=after, user=user,
+               request=request, message=message)
+    return endpoint
+
+
+def delete_endpoint(endpoint: Endpoint, user: Any, request: HttpRequest | None = None) -> None:
+    with transaction.atomic():
+        record(action=Action.DELETE, obj=endpoint, before=endpoint.audit_dict(), user=user, request=request)
+        endpoint.delete()
+
+
+def set_endpoint_models(endpoint: Endpoint, model_ids: list[str], user: Any,
+                        request: HttpRequest | None = None) -> Endpoint:
+    """Store fetched model IDs; the default model becomes the first one if it is not among them."""
+    default = endpoint.default_model if endpoint.default_model in model_ids else (model_ids[0] if model_ids else "")
+    return update_endpoint(endpoint, user, request, models=model_ids, default_model=default)
+
+
+def import_env(text: str, user: Any, request: HttpRequest | None = None,
+               kind: str = EndpointKind.EXTERNAL) -> list[Endpoint]:
+    """Create (or update, by name) one endpoint per prefix found in the env text."""
+    found = parse_env(text)
+    if not found:
+        raise FleetError("text", "no endpoint found: expected lines like `export X_BASE_URL=...`")
+    out: list[Endpoint] = []
+    with transaction.atomic():
+        for item in found:
+            fields = {"base_url": item.base_url, "models": item.model_ids,
+                      "default_model": item.default_model, "kind": kind}
+            existing = Endpoint.objects.filter(name=item.name).first()
+            if existing is None:
+                out.append(create_endpoint(user, request, name=item.name, api_key=item.api_key, **fields))
+            else:
+                out.append(update_endpoint(existing, user, request, api_key=item.api_key, **fields))
+    return out
+
+
+# --- nodes ------------------------------------------------------------------------------------
+
+def agent_commands(console_url: str, token: str) -> dict[str, str]:
+    """The exact command lines that start this node's agent (DESIGN.md 9)."""
+    base = ["python", "-m", "gpu_agent", "--console", console_url.rstrip("/"), "--node-token", token]
+    attached = [*base, "--engine-url", "http://127.0.0.1:8001", "--listen", "0.0.0.0:9100"]
+    managed = [*base, "--engine-cmd", "vllm serve MODEL --port 8001", "--listen", "0.0.0.0:9100"]
+    return {"attached": shlex.join(attached), "managed": shlex.join(managed)}
+
+
+def create_node(name: str, labels: list[str], user: Any, request: HttpRequest | None = None) -> tuple[Node, str]:
+    token = crypto.new_node_token()
+    node = Node(name=name, labels=labels, token_sha256=crypto.sha256_hex(token))
+    with transaction.atomic():
+        node.save()
+        record(action=Action.CREATE, obj=node, after=node.audit_dict(), user=user, request=request)
+    return node, token
+
+
+def rotate_node_token(node: Node, user: Any, request: HttpRequest | None = None) -> str:
+    """A new token; the old one stops working at once (the agent must be restarted with it)."""
+    token = crypto.new_node_token()
+    with transaction.atomic():
+        Node.objects.filter(pk=node.pk).update(token_sha256=crypto.sha256_hex(token))
+        node.token_sha256 = crypto.sha256_hex(token)
+        record(action=Action.UPDATE, obj=node, user=user, request=request, message="node token rotated")
+    return token
+
+
+def update_node(node: Node, user: Any, request: HttpRequest | None = None, **fields: Any) -> Node:
+    before = node.audit_dict()
+    for name in ("name", "labels"):
+        if name in fields:
+            setattr(node, name, fields[name])
+    with transaction.atomic():
+        node.save(update_fields=["name", "labels"])
+        record(action=Action.UPDATE, obj=node, before=before, after=node.audit_dict(), user=user, request=request)
+    if "desired_tier_config" in fields or "desired_launch_profile" in fields:
+        set_desired([node], tier_config=fields.get("desired_tier_config"),
+                    launch_profile=fields.get("desired_launch_profile"), user=user, reason="set by hand",
+                    request=request)
+    return node
+
+
+def delete_node(node: Node, user: Any, request: HttpRequest | None = None) -> None:
+    """Delete the node with its samples; its console-held gateway key is revoked and its
+    gateway endpoint removed (kept, unlinked, if benchmarks still refer to it)."""
+    with transaction.atomic():
+        record(action=Action.DELETE, obj=node, before=node.audit_dict(), user=user, request=request)
+        for key in GatewayKey.objects.active().filter(all_nodes=False, nodes=node, name=_node_key_name(node)):
+            revoke_gateway_key(key, user, request)
+        for endpoint in Endpoint.objects.filter(node=node, kind=EndpointKind.GATEWAY):
+            try:
+                with transaction.atomic():
+                    delete_endpoint(endpoint, user, request)
+            except ProtectedError:
+                pass
+        node.delete()
+
+
+def set_desired(nodes: Iterable[Node], tier_config: Any = None, launch_profile: Any = None,
+                user: Any = None, reason: str = "", request: HttpRequest | None = None) -> list[Node]:
+    """Make these nodes want the given versions (None: leave that kind as it is).
+
+    For rollouts and rollbacks: one audit event per node whose desire changed, all in one
+    transaction; agents pick the change up on their next beat. Returns the nodes changed."""
+    changed: list[Node] = []
+    with transaction.atomic():
+        for node in nodes:
+            before = {"desired_tier_config": node.desired_tier_config_id,
+                      "desired_launch_profile": node.desired_launch_profile_id}
+            fields: list[str] = []
+            if tier_config is not None and node.desired_tier_config_id != tier_config.pk:
+                node.desired_tier_config = tier_config
+                fields.append("desired_tier_config")
+            if launch_profile is not None and node.desired_launch_profile_id != launch_profile.pk:
+                node.desired_launch_profile = launch_profile
+                fields.append("desired_launch_profile")
+            if not fields:
+                continue
+            node.save(update_fields=fields)
+            record(action=Action.UPDATE, obj=node, before=before, user=user, request=request,
+                   after={"desired_tier_config": node.desired_tier_config_id,
+                          "desired_launch_profile": node.desired_launch_profile_id},
+                   message=f"desired versions set: {reason}" if reason else "desired versions set")
+            changed.append(node)
+    return changed
+
+
+# --- gateway keys -----------------------------------------------------------------------------
+
+def allowed_tiers() -> set[str]:
+    """Tier names a key may name: the usual three and every queue of a desired tier config."""
+    from console.tuning.models import TierConfigVersion
+
+    names = set(DEFAULT_TIERS)
+    ids = Node.objects.exclude(desired_tier_config=None).values_list("desired_tier_config", flat=True)
+    for config in TierConfigVersion.objects.filter(pk__in=ids).values_list("config", flat=True):
+        queues = ((config or {}).get("scheduler") or {}).get("queues") or {}
+        names.update(str(name) for name in queues)
+    return names
+
+
+def check_tiers(tiers: list[str], default_tier: str) -> None:
+    if not tiers:
+        raise FleetError("tiers", "name at least one tier")
+    unknown = sorted(set(tiers) - allowed_tiers())
+    if unknown:
+        raise FleetError("tiers", f"unknown tier(s): {', '.join(unknown)}")
+    if default_tier not in tiers:
+        raise FleetError("default_tier", f"must be one of the key's tiers ({', '.join(tiers)})")
+
+
+def create_gateway_key(name: str, tiers: list[str], default_tier: str, user: Any,
+                       nodes: list[Node] | None = None, request: HttpRequest | None = None,
+                       check: bool = True) -> tuple[GatewayKey, str]:
+    """A new key, valid on `nodes` (None or empty: every node). The plaintext is returned
+    once and never stored."""
+    if check:
+        check_tiers(tiers, default_tier)
+    if GatewayKey.objects.active().filter(name=name).exists():
+        raise FleetError("name", "an active key with this name exists")
+    plaintext = crypto.new_gateway_key()
+    key = GatewayKey(name=name, sha256=crypto.sha256_hex(plaintext), prefix=plaintext[:8], tiers=list(tiers),
+                     default_tier=default_tier, all_nodes=not nodes, created_by=user)
+    with transaction.atomic():
+        key.save()
+        if nodes:
+            key.nodes.set(nodes)
+        after = {**key.audit_dict(), "nodes": [n.pk for n in nodes or []]}
+        record(action=Action.CREATE, obj=key, after=after, user=user, request=request)
+    return key, plaintext
+
+
+def revoke_gateway_key(key: GatewayKey, user: Any, request: HttpRequest | None = None) -> GatewayKey:
+    if key.revoked_at is not None:
+        return key
+    before = key.audit_dict()
+    with transaction.atomic():
+        key.revoked_at = timezone.now()
+        key.save(update_fields=["revoked_at"])
+        record(action=Action.UPDATE, obj=key, before=before, after=key.audit_dict(), user=user,
+               request=request, message="key revoked")
+    return key
+
+
+def _node_key_name(node: Node) -> str:
+    return f"console-{node.name}"
+
+
+def ensure_gateway_endpoint(node: Node) -> Endpoint | None:
+    """The console's own all-tier endpoint for this node's gateway (DESIGN.md 3): created with
+    a fresh key the first time the node reports a listen URL, repointed when the URL moves."""
+    if not node.listen_url:
+        return None
+    base_url = node.listen_url.rstrip("/") + "/v1"
+    endpoint = Endpoint.objects.filter(node=node, kind=EndpointKind.GATEWAY).first()
+    if endpoint is not None:
+        if endpoint.base_url != base_url:
+            update_endpoint(endpoint, None, base_url=base_url)
+        return endpoint
+    tiers = sorted(allowed_tiers())
+    default = "online" if "online" in tiers else tiers[0]
+    with transaction.atomic():
+        for old in GatewayKey.objects.active().filter(name=_node_key_name(node)):
+            revoke_gateway_key(old, None)
+        _, plaintext = create_gateway_key(_node_key_name(node), tiers, default, None, nodes=[node], check=False)
+        name = f"{node.name}-gateway"
+        if Endpoint.objects.filter(name=name).exists():
+            name = f"{name}-{node.pk}"
+        return create_endpoint(None, name=name, base_url=base_url, api_key=plaintext,
+                               kind=EndpointKind.GATEWAY, node=node)

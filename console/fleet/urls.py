@@ -1,0 +1,27 @@
+"""Pages under /fleet/."""
+
+from __future__ import annotations
+
+from django.urls import path
+
+from console.fleet import endpoint_views, views
+
+app_name = "fleet"
+urlpatterns = [
+    path("", views.node_list, name="node-list"),
+    path("live/", views.node_live, name="node-live"),
+    path("nodes/new/", views.node_create, name="node-create"),
+    path("nodes/<int:pk>/", views.node_detail, name="node-detail"),
+    path("nodes/<int:pk>/rotate-token/", views.node_rotate, name="node-rotate"),
+    path("nodes/<int:pk>/delete/", views.node_delete, name="node-delete"),
+    path("keys/", views.key_list, name="key-list"),
+    path("keys/<int:pk>/revoke/", views.key_revoke, name="key-revoke"),
+    path("endpoints/", endpoint_views.endpoint_list, name="endpoint-list"),
+    path("endpoints/new/", endpoint_views.endpoint_edit, name="endpoint-create"),
+    path("endpoints/import/", endpoint_views.endpoint_import, name="endpoint-import"),
+    path("endpoints/<int:pk>/", endpoint_views.endpoint_detail, name="endpoint-detail"),
+    path("endpoints/<int:pk>/edit/", endpoint_views.endpoint_edit, name="endpoint-edit"),
+    path("endpoints/<int:pk>/delete/", endpoint_views.endpoint_delete, name="endpoint-delete"),
+    path("endpoints/<int:pk>/doctor/", endpoint_views.endpoint_doctor, name="endpoint-doctor"),
+    path("endpoints/<int:pk>/fetch-models/", endpoint_views.endpoint_fetch_models, name="endpoint-fetch-models"),
+]

@@ -1,0 +1,153 @@
+"""Fleet pages: the node list (live), node detail (telemetry chart), node and gateway-key
+management. Endpoint pages are in endpoint_views.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from console.core.roles import ADMIN, VIEWER, has_role
+from console.fleet import charts, services
+from console.fleet.forms import GatewayKeyForm, NodeForm
+from console.fleet.models import GatewayKey, Node
+
+
+def require_role(request: HttpRequest, role: str) -> None:
+    if not has_role(request.user, role):
+        raise PermissionDenied(f"This needs the {role} role.")
+
+
+def _console_url(request: HttpRequest) -> str:
+    return request.build_absolute_uri("/").rstrip("/")
+
+
+def _rows(now: Any = None) -> list[dict[str, Any]]:
+    """One row per node with everything the fleet table shows."""
+    now = now or timezone.now()
+    nodes = Node.objects.select_related(
+        "desired_tier_config", "applied_tier_config", "desired_launch_profile", "applied_launch_profile",
+    )
+    rows = []
+    for node in nodes:
+        sample = node.last_sample or {}
+        rows.append({
+            "node": node, "status": node.status(now), "sample": sample,
+            "tiers": sorted((sample.get("tiers") or {}).items()),
+            "gpu_util_pct": None if sample.get("gpu_util") is None else sample["gpu_util"] * 100,
+            "kv_pct": None if sample.get("kv_cache_usage") is None else sample["kv_cache_usage"] * 100,
+        })
+    return rows
+
+
+@require_GET
+@login_required
+def node_list(request: HttpRequest) -> HttpResponse:
+    require_role(request, VIEWER)
+    return render(request, "fleet/node_list.html", {"rows": _rows(), "now": timezone.now(),
+                                                    "is_admin": has_role(request.user, ADMIN)})
+
+
+@require_GET
+@login_required
+@never_cache
+def node_live(request: HttpRequest) -> HttpResponse:
+    """The table body alone, for the page's 2-second refresh (live.js)."""
+    require_role(request, VIEWER)
+    return render(request, "fleet/_node_rows.html", {"rows": _rows(), "now": timezone.now()})
+
+
+@require_http_methods(["GET", "POST"])
+@login_required
+@never_cache
+def node_create(request: HttpRequest) -> HttpResponse:
+    require_role(request, ADMIN)
+    form = NodeForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        node, token = services.create_node(form.cleaned_data["name"], form.cleaned_data["labels"],
+                                           request.user, request)
+        return _token_page(request, node, token, created=True)
+    return render(request, "fleet/node_form.html", {"form": form})
+
+
+def _token_page(request: HttpRequest, node: Node, token: str, created: bool) -> HttpResponse:
+    """The one time a node token is shown: rendered in the POST's own answer, never stored."""
+    return render(request, "fleet/node_token.html", {
+        "node": node, "token": token, "created": created,
+        "commands": services.agent_commands(_console_url(request), token),
+    })
+
+
+@require_GET
+@login_required
+def node_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    require_role(request, VIEWER)
+    node = get_object_or_404(
+        Node.objects.select_related("desired_tier_config", "applied_tier_config", "desired_launch_profile",
+                                    "applied_launch_profile"), pk=pk)
+    return render(request, "fleet/node_detail.html", {
+        "node": node, "status": node.status(), "figure": charts.node_figure_dict(node),
+        "endpoints": node.endpoints.all(), "keys": GatewayKey.objects.for_node(node),
+        "is_admin": has_role(request.user, ADMIN),
+    })
+
+
+@require_POST
+@login_required
+@never_cache
+def node_rotate(request: HttpRequest, pk: int) -> HttpResponse:
+    require_role(request, ADMIN)
+    node = get_object_or_404(Node, pk=pk)
+    token = services.rotate_node_token(node, request.user, request)
+    return _token_page(request, node, token, created=False)
+
+
+@require_POST
+@login_required
+def node_delete(request: HttpRequest, pk: int) -> HttpResponse:
+    require_role(request, ADMIN)
+    node = get_object_or_404(Node, pk=pk)
+    services.delete_node(node, request.user, request)
+    messages.success(request, f"Node {node.name} deleted.")
+    return redirect("fleet:node-list")
+
+
+@require_http_methods(["GET", "POST"])
+@login_required
+@never_cache
+def key_list(request: HttpRequest) -> HttpResponse:
+    """Gateway keys; admins create one here and see it this once."""
+    require_role(request, VIEWER)
+    is_admin = has_role(request.user, ADMIN)
+    form = GatewayKeyForm(request.POST or None) if is_admin else None
+    created: tuple[GatewayKey, str] | None = None
+    if request.method == "POST":
+        require_role(request, ADMIN)
+        if form is not None and form.is_valid():
+            try:
+                created = services.create_gateway_key(
+                    form.cleaned_data["name"], form.cleaned_data["tiers"], form.cleaned_data["default_tier"],
+                    request.user, nodes=list(form.cleaned_data["nodes"]) or None, request=request)
+                form = GatewayKeyForm()
+            except services.FleetError as exc:
+                form.add_error(exc.field if exc.field in form.fields else None, exc.message)
+    keys = GatewayKey.objects.select_related("created_by").prefetch_related("nodes").order_by("revoked_at", "name")
+    return render(request, "fleet/key_list.html", {"keys": keys, "form": form, "created": created,
+                                                   "is_admin": is_admin})
+
+
+@require_POST
+@login_required
+def key_revoke(request: HttpRequest, pk: int) -> HttpResponse:
+    require_role(request, ADMIN)
+    key = get_object_or_404(GatewayKey, pk=pk)
+    services.revoke_gateway_key(key, request.user, request)
+    messages.success(request, f"Key {key.name} revoked; agents drop it on their next heartbeat.")
+    return redirect("fleet:key-list")
