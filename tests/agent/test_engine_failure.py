@@ -1,0 +1,84 @@
+"""An engine that dies mid-stream: the client gets an SSE error event and [DONE], never a hang;
+the gateway stays up and says 503 while the engine is gone."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from gpu_agent.sim.testing import free_port
+from tests.agent.conftest import ALL_KEY, MODEL, running_agent, standalone_args, tier_config
+
+
+def test_an_engine_killed_mid_stream_ends_the_stream_with_an_error_event(tmp_path: Path) -> None:
+    port = free_port()
+    engine = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gpu_agent.sim",
+            "serve",
+            MODEL,
+            "--port",
+            str(port),
+            "--sim-preset",
+            "tiny-test",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        engine_url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                if httpx.get(engine_url + "/health").status_code == 200:
+                    break
+            except httpx.TransportError:
+                assert time.monotonic() < deadline, "simulator did not start"
+                time.sleep(0.05)
+        args = standalone_args(tmp_path, engine_url, tier_config())
+        with running_agent(args, tmp_path / "agent.log") as agent:
+            body = {
+                "model": MODEL,
+                "messages": [{"role": "user", "content": "go"}],
+                "max_tokens": 5000,
+                "stream": True,
+                "ignore_eos": True,
+            }
+            headers = {"Authorization": f"Bearer {ALL_KEY}"}
+            lines: list[str] = []
+            with httpx.stream(
+                "POST", agent.url + "/v1/chat/completions", json=body, headers=headers, timeout=10
+            ) as response:
+                assert response.status_code == 200
+                for line in response.iter_lines():
+                    if not line:
+                        continue
+                    lines.append(line)
+                    if len(lines) == 3:
+                        os.kill(engine.pid, signal.SIGKILL)
+            assert lines[-1] == "data: [DONE]"
+            error = json.loads(lines[-2][len("data: ") :])["error"]
+            assert error["code"] == "engine_error" and error["message"]
+            engine.wait()
+            assert httpx.get(agent.url + "/health").status_code == 200
+            response = httpx.post(
+                agent.url + "/v1/chat/completions",
+                json={**body, "stream": False, "max_tokens": 2},
+                headers=headers,
+            )
+            assert response.status_code == 503
+            assert response.json()["error"]["code"] == "engine_down"
+            assert agent.status()["in_flight"] == 0
+    finally:
+        if engine.poll() is None:
+            engine.kill()
+            engine.wait()

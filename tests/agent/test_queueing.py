@@ -1,0 +1,142 @@
+"""Queueing end to end through a gateway that lets one request reach the engine at a time:
+priority order, a full tier's 429, and disconnects that free their slot or queue place."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any
+
+import httpx
+
+from tests.agent.conftest import ALL_KEY, MODEL, AgentProc
+
+URL = "/v1/chat/completions"
+
+
+def body(max_tokens: int, stream: bool = True) -> dict[str, Any]:
+    return {
+        "model": MODEL,
+        "messages": [{"role": "user", "content": "go"}],
+        "max_tokens": max_tokens,
+        "stream": stream,
+        "ignore_eos": True,
+    }
+
+
+def headers(tier: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {ALL_KEY}", "X-Tiergate-Tier": tier}
+
+
+async def first_token_at(client: httpx.AsyncClient, tier: str, max_tokens: int) -> float:
+    """Stream a request to the end; return when its first content chunk arrived."""
+    first: float | None = None
+    async with client.stream("POST", URL, json=body(max_tokens), headers=headers(tier)) as response:
+        assert response.status_code == 200, await response.aread()
+        async for line in response.aiter_lines():
+            if (
+                first is None
+                and line.startswith("data: {")
+                and '"content":"' in line.replace('"content":""', "")
+            ):
+                first = time.monotonic()
+    assert first is not None
+    return first
+
+
+async def wait_idle(agent: AgentProc) -> None:
+    for _ in range(200):
+        status = await asyncio.to_thread(agent.status)
+        if status["in_flight"] == 0 and all(t["depth"] == 0 for t in status["tiers"].values()):
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"agent not idle: {status}")
+
+
+async def wait_in_flight(agent: AgentProc) -> None:
+    for _ in range(200):
+        if (await asyncio.to_thread(agent.status))["in_flight"] == 1:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("no request reached the engine")
+
+
+async def wait_depth(agent: AgentProc, tier: str, depth: int) -> None:
+    for _ in range(200):
+        status = await asyncio.to_thread(agent.status)
+        if status["tiers"][tier]["depth"] == depth:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"{tier} depth never reached {depth}: {status['tiers']}")
+
+
+async def test_online_requests_overtake_queued_offline_ones(tight_agent: AgentProc) -> None:
+    await wait_idle(tight_agent)
+    async with httpx.AsyncClient(base_url=tight_agent.url, timeout=30) as client:
+        offline = [asyncio.create_task(first_token_at(client, "offline", 150)) for _ in range(4)]
+        # Wait until the offline ones are in: one at the engine, three queued.
+        await wait_depth(tight_agent, "offline", 3)
+        online = await first_token_at(client, "online", 4)
+        offline_firsts = await asyncio.gather(*offline)
+    # Only the offline request already at the engine started before the online one.
+    assert sum(1 for t in offline_firsts if t < online) == 1, (online, offline_firsts)
+
+
+async def test_a_full_tier_gets_429_with_retry_after(tight_agent: AgentProc) -> None:
+    await wait_idle(tight_agent)
+    async with httpx.AsyncClient(base_url=tight_agent.url, timeout=30) as client:
+        busy = asyncio.create_task(first_token_at(client, "offline", 300))
+        await wait_in_flight(tight_agent)
+        queued = asyncio.create_task(first_token_at(client, "small", 2))
+        await wait_depth(tight_agent, "small", 1)
+        response = await client.post(URL, json=body(2), headers=headers("small"))
+        assert response.status_code == 429
+        assert int(response.headers["retry-after"]) >= 1
+        assert response.json()["error"]["code"] == "queue_full"
+        await asyncio.gather(busy, queued)
+
+
+async def test_a_client_that_leaves_mid_stream_frees_its_slot(tight_agent: AgentProc) -> None:
+    await wait_idle(tight_agent)
+    async with httpx.AsyncClient(base_url=tight_agent.url, timeout=30) as client:
+        # Long enough (several seconds at the engine) that only a freed slot lets the next in.
+        async with client.stream("POST", URL, json=body(5000), headers=headers("offline")) as r:
+            async for line in r.aiter_lines():
+                if line.startswith("data: {"):
+                    break
+        started = time.monotonic()
+        response = await client.post(URL, json=body(3, stream=False), headers=headers("online"))
+        assert response.status_code == 200
+        assert time.monotonic() - started < 2.0
+    await wait_idle(tight_agent)
+
+
+async def test_a_client_that_leaves_the_queue_gives_up_its_place(tight_agent: AgentProc) -> None:
+    await wait_idle(tight_agent)
+    async with httpx.AsyncClient(base_url=tight_agent.url, timeout=30) as client:
+        busy = asyncio.create_task(first_token_at(client, "offline", 400))
+        await wait_in_flight(tight_agent)
+        waiting = asyncio.create_task(client.post(URL, json=body(3), headers=headers("batch")))
+        await wait_depth(tight_agent, "batch", 1)
+        waiting.cancel()
+        for _ in range(100):
+            status = await asyncio.to_thread(tight_agent.status)
+            if status["tiers"]["batch"]["depth"] == 0:
+                break
+            await asyncio.sleep(0.02)
+        assert status["tiers"]["batch"]["depth"] == 0
+        assert status["tiers"]["batch"]["cancelled"] == 1
+        await busy
+
+
+def test_it_serves_a_sse_stream_unchanged(tight_agent: AgentProc) -> None:
+    with httpx.stream(
+        "POST", tight_agent.url + URL, json=body(3), headers=headers("online"), timeout=10
+    ) as response:
+        lines = [line for line in response.iter_lines() if line]
+    assert response.headers["content-type"].startswith("text/event-stream")
+    assert lines[-1] == "data: [DONE]"
+    assert all(line.startswith("data: ") for line in lines)
+    chunks = [json.loads(line[6:]) for line in lines[:-1]]
+    assert all(c["object"] == "chat.completion.chunk" for c in chunks)
