@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import random
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ MAX_LAG_S = 0.25
 UTIL_WINDOW_S = 1.0
 MAX_RECORDS = 50_000
 
+_SPENT_RNG = random.Random(0)
 Delivery = tuple[list[int], str | None]  # new token ids, finish reason when finished
 
 
@@ -40,6 +42,11 @@ class Tracked:
     first_token_time: float | None = None
     last_token_time: float | None = None
     finish_time: float | None = None
+    prompt_tokens: int = 0
+    output_tokens: int = 0
+
+    def __post_init__(self) -> None:
+        self.prompt_tokens = len(self.request.prompt_token_ids)
 
     def record(self) -> dict[str, Any]:
         request = self.request
@@ -49,8 +56,8 @@ class Tracked:
             "arrival_time": self.arrival_time,
             "first_token_time": self.first_token_time,
             "finish_time": self.finish_time,
-            "prompt_tokens": len(request.prompt_token_ids),
-            "output_tokens": len(request.output_token_ids),
+            "prompt_tokens": self.prompt_tokens,
+            "output_tokens": self.output_tokens,
             "cached_prompt_tokens": request.num_cached_prompt_tokens,
             "priority": request.priority,
             "preemptions": request.num_preemptions,
@@ -167,10 +174,11 @@ class EngineRunner:
             if tracked is None:
                 continue
             generated += len(token_ids)
+            tracked.output_tokens += len(token_ids)
             if tracked.first_token_time is None:
                 tracked.first_token_time = wall
                 metrics.ttft.observe(wall - tracked.arrival_time)
-                metrics.prompt_tokens.inc(len(request.prompt_token_ids))
+                metrics.prompt_tokens.inc(tracked.prompt_tokens)
                 if request.first_scheduled_time is not None:
                     queued = (request.first_scheduled_time - request.arrival_time) * self.scale
                     metrics.queue_time.observe(queued)
@@ -192,6 +200,10 @@ class EngineRunner:
         reason = tracked.request.finish_reason or FinishReason.ABORT
         self.metrics.success[reason.value].inc()
         self.metrics.e2e.observe(wall - tracked.arrival_time)
+        # Records are kept long after the request: drop what only the engine needed.
+        request = tracked.request
+        request.prompt_token_ids, request.output_token_ids, request.block_hashes = [], [], []
+        request.rng = _SPENT_RNG
 
     def _update_gauges(self) -> None:
         engine = self.engine

@@ -166,8 +166,7 @@ class EventStream:
                     break
             tail = b""
             if self.params.include_usage:
-                request = tracked.request
-                tail = writer.usage(len(request.prompt_token_ids), len(request.output_token_ids))
+                tail = writer.usage(tracked.prompt_tokens, tracked.output_tokens)
             await send({"type": "http.response.body", "body": tail + writer.done()})
         finally:
             watcher.cancel()
@@ -212,7 +211,7 @@ async def _collect(
         int(tracked.arrival_time),
         collector.result(),
         sim_request.finish_reason.value if sim_request.finish_reason else "abort",
-        len(sim_request.prompt_token_ids),
-        len(sim_request.output_token_ids),
+        tracked.prompt_tokens,
+        tracked.output_tokens,
     )
     return JSONResponse(body, headers=headers)
