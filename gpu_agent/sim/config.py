@@ -4,6 +4,12 @@ The vLLM flags keep vLLM's names, defaults and validation rules, so that a launc
 works here works with `vllm serve` and the other way round. Everything that only the simulator
 needs starts with `--sim-`.
 
+Accepted for compatibility but not modelled: `--tensor-parallel-size`, `--pipeline-parallel-size`
+and `--dtype` (pick a preset, or `--sim-*` figures, for the whole GPU set instead). Differences
+from vLLM: `--host` defaults to 127.0.0.1, not every interface; `--max-model-len` defaults to
+8192 rather than the model's own limit. Output length without `ignore_eos` is drawn from the seed
+with mean `--sim-eos-mean-tokens`; `temperature` is accepted and does not change the output.
+
 Preset numbers (rough, from public hardware facts; they only need to be the right size):
 
 - ``llama-8b-h100-80g``: Llama-3-8B in bf16 on one H100 SXM 80 GB.
