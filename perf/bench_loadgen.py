@@ -7,6 +7,7 @@
 - fidelity:   the load generator's TTFT against the reference server's ground truth (time
               from the request reaching the handler to the first content chunk written), at
               32, 128 and 256 concurrent streams: error p50 / p99.
+- sim:        as fidelity, against the simulator's ground truth (gpu_agent.sim).
 - throughput: the most streamed tokens per second one client core sustains with 256-token
               outputs = output tokens / client process CPU seconds (and per wall second).
 
@@ -188,6 +189,58 @@ def _fidelity(pacing: str, jitter: str, quick: bool) -> None:
                   "flags": v["flags"]})
 
 
+def bench_sim(quick: bool) -> None:
+    """The same comparison against the simulator's own ground truth (`/sim/v1/requests`:
+    arrival and first-token delivery times per response id), as issue 7 part 7 asks."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    for streams in (32, 128, 256):
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "gpu_agent.sim", "serve", "bench", "--port", str(port),
+             "--max-num-seqs", str(streams)], cwd=ROOT, stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL)
+        try:
+            if PIN:
+                os.sched_setaffinity(proc.pid, {0})
+                os.sched_setaffinity(0, {1})
+            base = f"http://127.0.0.1:{port}"
+            for _ in range(100):
+                try:
+                    urllib.request.urlopen(f"{base}/health").close()
+                    break
+                except OSError:
+                    time.sleep(0.1)
+            since = time.time()
+            spec = WorkloadSpec(base_url=f"{base}/v1", model="bench", concurrency=streams,
+                                requests=streams * (1 if quick else 2), warmup_s=1.0,
+                                max_tokens=32, prompt_tokens=64)
+            result = _uvloop_run(run_workload(spec))
+            with urllib.request.urlopen(f"{base}/sim/v1/requests?since={since}") as resp:
+                truth = {r["id"]: r for r in json.load(resp)["data"]}
+            measured = [s for s in result.samples
+                        if s.ok and not s.warmup and s.ttft and s.response_id in truth]
+            seen_late = [s.send_time + s.ttft - truth[s.response_id]["first_token_time"]
+                         for s in measured]
+            ttft_err = [s.ttft - (truth[s.response_id]["first_token_time"]
+                                  - truth[s.response_id]["arrival_time"]) for s in measured]
+            v = result.validity
+            emit({"bench": "sim", "streams": streams, "measured": len(measured),
+                  "failed": sum(not s.ok for s in result.samples),
+                  "first_token_seen_late_p50_ms": _ms(seen_late, 50),
+                  "first_token_seen_late_p99_ms": _ms(seen_late, 99),
+                  "ttft_error_p50_ms": _ms(ttft_err, 50),
+                  "ttft_error_p99_ms": _ms(ttft_err, 99),
+                  "client_cpu_ratio": round(v["client_cpu_ratio"], 3),
+                  "loop_lag_p99_ms": round((v["loop_lag_p99_s"] or 0) * 1e3, 3),
+                  "flags": v["flags"]})
+        finally:
+            proc.terminate()
+            proc.wait()
+
+
 # --- throughput per client core ----------------------------------------------------------------
 
 def bench_throughput(quick: bool) -> None:
@@ -211,12 +264,13 @@ def bench_throughput(quick: bool) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("benches", nargs="*", default=["clients", "fidelity", "throughput"])
+    p.add_argument("benches", nargs="*", default=["clients", "fidelity", "throughput"],
+                   help="clients, fidelity, throughput, sim (needs gpu_agent.sim)")
     p.add_argument("--quick", action="store_true", help="fewer requests")
     args = p.parse_args()
     for name in args.benches:
         {"clients": bench_clients, "fidelity": bench_fidelity,
-         "throughput": bench_throughput}[name](args.quick)
+         "throughput": bench_throughput, "sim": bench_sim}[name](args.quick)
 
 
 if __name__ == "__main__":

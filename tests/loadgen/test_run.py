@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import threading
 import time
 from typing import Any
 
@@ -116,3 +117,22 @@ async def test_http_errors_are_counted_per_request(refserver: Any) -> None:
     assert all(s.error and s.error.startswith("HTTP 404") for s in result.samples)
     assert result.summary["overall"]["error_rate"] == 1.0
     assert result.summary["overall"]["request_throughput_rps"] == 0
+
+
+def test_sync_callers_cancel_through_a_threading_event(refserver: Any) -> None:
+    # The console's Celery task runs the workload with asyncio.run and cancels from its
+    # progress callback (which checks the run's row) by setting a threading.Event.
+    stop = threading.Event()
+    seen: list[Progress] = []
+
+    def on_progress(progress: Progress) -> None:
+        seen.append(progress)
+        if progress.requests_done >= 5:
+            stop.set()
+
+    spec = spec_for(refserver, concurrency=2, duration_s=60)
+    started = time.monotonic()
+    result = asyncio.run(run_workload(spec, on_progress=on_progress, cancel_event=stop))
+    assert time.monotonic() - started < 5
+    assert result.cancelled and len(result.samples) >= 5
+    assert seen[-1].percent == 100.0

@@ -29,8 +29,9 @@ Library (what the console's Celery task calls)::
   concurrently with itself, so a slow database write cannot stall the event loop) and once
   more with ``percent=100`` on the caller's thread at the end. Setting ``cancel_event`` stops
   dispatching, abandons requests in flight and returns what completed (``cancelled=True``).
-  From sync code (a Celery task): ``asyncio.run(run_workload(spec, ...))``; to cancel from
-  another thread use ``loop.call_soon_threadsafe(cancel_event.set)``.
+  ``cancel_event`` may be an ``asyncio.Event`` or a ``threading.Event`` (polled every 50 ms),
+  so sync code (a Celery task) can run ``asyncio.run(run_workload(spec, ...))`` and cancel
+  from another thread, or from ``on_progress`` itself, by setting a ``threading.Event``.
 - ``summarize(samples, window=None, *, slo_ttft_ms=None, slo_tpot_ms=None) -> dict``: the
   same summary, pure, over stored samples; ``window`` is the measured (start, end) in unix
   seconds. Pooled ITL percentiles need each sample's raw gaps (``keep_itl_raw``); without

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
+import threading
 import time
 from collections import deque
 from collections.abc import Callable
@@ -27,11 +28,14 @@ LOOP_TICK_S = 0.010
 PROGRESS_INTERVAL_S = 0.5
 RECENT_TTFT = 1000  # completed requests the live P99 looks back over
 
+CANCEL_POLL_S = 0.05
+
 ProgressCallback = Callable[[Progress], None]
+CancelEvent = asyncio.Event | threading.Event
 
 
 class _Run:
-    def __init__(self, spec: WorkloadSpec, cancel_event: asyncio.Event | None) -> None:
+    def __init__(self, spec: WorkloadSpec, cancel_event: CancelEvent | None) -> None:
         self.spec = spec
         self.cancel_event = cancel_event
         self.factory = RequestFactory(spec)
@@ -159,8 +163,14 @@ class _Run:
                 self.loop_lags.append(max(now - expected, 0.0))
 
     async def cancel_watcher(self) -> None:
-        assert self.cancel_event is not None
-        await self.cancel_event.wait()
+        event = self.cancel_event
+        if isinstance(event, asyncio.Event):
+            await event.wait()
+        else:
+            # A threading.Event, set from another thread (a Celery task's revoke handler, say):
+            # it cannot wake the loop, so poll it; 50 ms is plenty for a cancel button.
+            while event is not None and not event.is_set():
+                await asyncio.sleep(CANCEL_POLL_S)
         self.cancelled = self.stopping = True
         self._wake_workers()
         for task in [*self.tasks, self.main_task]:
@@ -191,7 +201,7 @@ async def run_workload(
     spec: WorkloadSpec,
     *,
     on_progress: ProgressCallback | None = None,
-    cancel_event: asyncio.Event | None = None,
+    cancel_event: CancelEvent | None = None,
 ) -> RunResult:
     """Run the workload and return its samples, summaries and validity checks."""
     run = _Run(spec, cancel_event)
