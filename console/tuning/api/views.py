@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import yaml
@@ -37,7 +38,9 @@ class YAMLRenderer(BaseRenderer):
 
     def render(self, data: Any, accepted_media_type: str | None = None,
                renderer_context: dict[str, Any] | None = None) -> bytes:
-        text = data if isinstance(data, str) else yaml.safe_dump(data, sort_keys=False)
+        # Error bodies ({"detail": ErrorDetail(...)}) hold str subclasses that YAML's safe dumper
+        # refuses; a JSON round trip turns them into plain values.
+        text = data if isinstance(data, str) else yaml.safe_dump(json.loads(json.dumps(data)), sort_keys=False)
         return text.encode("utf-8")
 
 
