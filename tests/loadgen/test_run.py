@@ -136,3 +136,17 @@ def test_sync_callers_cancel_through_a_threading_event(refserver: Any) -> None:
     assert time.monotonic() - started < 5
     assert result.cancelled and len(result.samples) >= 5
     assert seen[-1].percent == 100.0
+
+
+async def test_poisson_arrivals_are_seeded_and_average_the_rate(refserver: Any) -> None:
+    spec = spec_for(refserver, rate=100, arrival="poisson", requests=30, seed=7, max_tokens=2)
+    first = await run_workload(spec)
+    gaps = [b - a for a, b in itertools.pairwise(
+        sorted(s.scheduled_time or 0 for s in first.samples))]
+    # 29 exponential gaps with mean 10 ms: the sample mean lies well within 4-25 ms.
+    assert 0.004 < sum(gaps) / len(gaps) < 0.025
+    assert len(set(round(g, 4) for g in gaps)) > 20  # not a constant spacing
+    again = await run_workload(spec)
+    again_gaps = [b - a for a, b in itertools.pairwise(
+        sorted(s.scheduled_time or 0 for s in again.samples))]
+    assert again_gaps == pytest.approx(gaps, abs=1e-3)

@@ -6,7 +6,6 @@ flat as load grows (measured: docs/performance.md, "Load generator").
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import json
 import time
@@ -168,15 +167,12 @@ async def send_request(
                 if state.error is None and not state.done:
                     state.error = "stream ended before [DONE]"
             else:
-                _read_whole(state, await resp.read(), chat)
+                _read_whole(state, await resp.read())
                 end = time.perf_counter()
-                state.times.append(end)
     except TimeoutError:
         sample.error = "timeout"
     except aiohttp.ClientError as exc:
         sample.error = f"{type(exc).__name__}: {exc}"[:ERROR_TEXT_LIMIT]
-    except asyncio.CancelledError:
-        raise
     if sample.error is None:
         sample.error = state.error
     sample.send_time = begun_unix + (start - begun)
@@ -185,7 +181,7 @@ async def send_request(
     return sample
 
 
-def _read_whole(state: _StreamState, raw: bytes, chat: bool) -> None:
+def _read_whole(state: _StreamState, raw: bytes) -> None:
     try:
         obj = json.loads(raw)
     except ValueError:
