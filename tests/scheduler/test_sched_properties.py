@@ -1,0 +1,286 @@
+"""Property tests: the invariants of DESIGN.md 3.2 over random event sequences.
+
+A small reference model tracks what must be queued, in flight and awaiting a first token, and
+decides readiness on its own (straight from the rules, by scanning), so every poll of the real
+dispatcher can be checked against it.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scheduler import QUEUE_FULL, QUEUE_TIMEOUT, Dispatcher, Request, TierConfig, parse_config
+
+NAMES = ("a", "b", "c")
+
+
+@st.composite
+def configs(draw: st.DrawFn) -> TierConfig:
+    names = draw(st.lists(st.sampled_from(NAMES), min_size=1, max_size=3, unique=True))
+    priorities = draw(st.permutations(range(1, 4)))
+    queues: dict[str, Any] = {}
+    for name, prio in zip(names, priorities, strict=False):
+        queue: dict[str, Any] = {
+            "max_batch_size": draw(st.integers(1, 5)),
+            "max_waiting_time_ms": draw(st.integers(1, 40)),
+            "max_tokens_per_batch": draw(st.integers(40, 300)),
+            "priority": prio,
+        }
+        if draw(st.booleans()):
+            queue["max_queue_depth"] = draw(st.integers(1, 6))
+        if draw(st.booleans()):
+            queue["queue_timeout_ms"] = draw(st.integers(5, 80))
+        queue["length_groups"] = draw(st.sampled_from([[], [50], [30, 80]]))
+        queues[name] = queue
+    cap = draw(st.integers(1, 5))
+    doc = {
+        "scheduler": {
+            "queues": queues,
+            "adaptive": {
+                "enabled": draw(st.booleans()),
+                "online_pressure_threshold": draw(st.integers(0, 2)),
+                "wait_time_reduction_ratio": draw(st.sampled_from([0.25, 0.5, 1])),
+                "tier": draw(st.sampled_from(names)),
+            },
+            "admission": {
+                "max_in_flight": cap,
+                "max_awaiting_first_token": draw(st.integers(1, 4)),
+                "reserved_slots": draw(st.integers(0, cap - 1)),
+            },
+        }
+    }
+    return parse_config(doc)
+
+
+arrivals = st.tuples(
+    st.just("arrive"),
+    st.integers(0, 9),
+    st.integers(1, 120),
+    st.integers(1, 60),
+    st.integers(0, 15),
+)
+polls = st.tuples(st.just("poll"), st.integers(0, 30))
+ops = st.one_of(
+    arrivals,
+    arrivals,
+    arrivals,
+    polls,
+    polls,
+    st.tuples(st.just("first_token"), st.integers(0, 50)),
+    st.tuples(st.just("complete"), st.integers(0, 50)),
+    st.tuples(st.just("cancel"), st.integers(0, 60)),
+    st.tuples(st.just("reconfigure"), st.integers(0, 2)),
+)
+
+
+@dataclass
+class Queued:
+    seq: int
+    tier: str
+    arrived: float
+    prompt: int
+    tokens: int
+
+
+@dataclass
+class Model:
+    config: TierConfig
+    queued: dict[str, Queued] = field(default_factory=dict)
+    flight: dict[str, bool] = field(default_factory=dict)  # id -> still awaiting first token
+    outcome: dict[str, str] = field(default_factory=dict)
+    seq: int = 0
+
+    def group(self, tier: str, prompt: int) -> int:
+        bounds = self.config.scheduler.queues[tier].length_groups
+        return sum(1 for b in bounds if prompt > b)
+
+    def pending(self, tier: str) -> list[Queued]:
+        return [q for q in self.queued.values() if q.tier == tier]
+
+    def ready(self, tier: str, now: float, skip: set[str] | frozenset[str] = frozenset()) -> bool:
+        pending = [q for rid, q in self.queued.items() if q.tier == tier and rid not in skip]
+        if not pending:
+            return False
+        queue = self.config.scheduler.queues[tier]
+        adaptive = self.config.scheduler.adaptive
+        wait = queue.max_waiting_time_ms / 1000.0
+        if (
+            adaptive.enabled
+            and adaptive.tier == tier
+            and len(pending) > adaptive.online_pressure_threshold
+        ):
+            wait = wait * adaptive.wait_time_reduction_ratio
+        return (
+            len(pending) >= queue.max_batch_size
+            or sum(q.tokens for q in pending) >= queue.max_tokens_per_batch
+            or now >= min(q.arrived for q in pending) + wait
+        )
+
+    def room(self, tier: str) -> bool:
+        admission = self.config.scheduler.admission
+        assert admission.max_in_flight is not None
+        most_urgent = self.config.tiers_by_urgency()[0]
+        cap = admission.max_in_flight - (0 if tier == most_urgent else admission.reserved_slots)
+        return len(self.flight) < cap and self.awaiting() < admission.max_awaiting_first_token
+
+    def awaiting(self) -> int:
+        return sum(self.flight.values())
+
+
+def check_poll(d: Dispatcher, m: Model, now: float) -> None:
+    queues = m.config.scheduler.queues
+    admission = m.config.scheduler.admission
+    due = set()
+    for rid, q in m.queued.items():
+        timeout = queues[q.tier].queue_timeout_ms
+        if timeout is not None and q.arrived + timeout / 1000.0 <= now:
+            due.add(rid)
+    ready_before = {t for t in queues if m.ready(t, now, skip=due)}
+    oldest_before = {
+        t: min(
+            (q.seq for rid, q in m.queued.items() if q.tier == t and rid not in due), default=None
+        )
+        for t in queues
+    }
+    in_flight_before = len(m.flight)
+    result = d.poll(now)
+    rejected = {r.id for r, _ in result.rejected}
+    assert len(rejected) == len(result.rejected)
+    assert rejected == due, "exactly the timed-out requests are rejected"
+    assert all(j.reason == QUEUE_TIMEOUT and j.status == 503 for _, j in result.rejected)
+    for rid in rejected:
+        del m.queued[rid]
+        m.outcome[rid] = "rejected"
+    released_from: set[str] = set()
+    released: list[Queued] = []
+    for r in result.released:
+        assert r.id in m.queued, "released once, and only what was queued"
+        q = m.queued.pop(r.id)
+        released.append(q)
+        released_from.add(q.tier)
+        m.flight[r.id] = True
+        m.outcome[r.id] = "released"
+    most_urgent = m.config.tiers_by_urgency()[0]
+    assert admission.max_in_flight is not None
+    first_seen: set[str] = set()
+    for i, q in enumerate(released):
+        assert q.tier in ready_before, f"tier {q.tier} released while not ready"
+        if q.tier not in first_seen:  # a release starts with its tier's oldest request
+            first_seen.add(q.tier)
+            assert q.seq == oldest_before[q.tier]
+        if q.tier != most_urgent:  # reserved slots stay free for the most urgent tier
+            assert in_flight_before + i + 1 <= admission.max_in_flight - admission.reserved_slots
+    if result.released:
+        assert len(m.flight) <= admission.max_in_flight
+        assert m.awaiting() <= admission.max_awaiting_first_token
+    for q in released:  # FIFO within tier and length group
+        group = m.group(q.tier, q.prompt)
+        assert not any(
+            o.tier == q.tier and m.group(o.tier, o.prompt) == group and o.seq < q.seq
+            for o in m.queued.values()
+        )
+    for tier in queues:
+        if m.ready(tier, now):
+            assert not m.room(tier), f"ready tier {tier} left waiting with a free slot"
+            less_urgent = {t for t in queues if queues[t].priority > queues[tier].priority}
+            assert not (released_from & less_urgent), f"ready tier {tier} passed over"
+    if result.next_wakeup is not None:
+        assert result.next_wakeup > now
+
+
+def check_counts(d: Dispatcher, m: Model, now: float) -> None:
+    stats = d.stats(now)
+    assert stats.in_flight == len(m.flight) == d.in_flight
+    assert stats.awaiting_first_token == m.awaiting()
+    for name, tier in stats.tiers.items():
+        assert tier.depth == len(m.pending(name))
+        assert tier.in_flight >= 0 and tier.awaiting_first_token >= 0
+    assert sum(t.in_flight for t in stats.tiers.values()) == len(m.flight)
+
+
+# SCHED_EXAMPLES=2000 for a longer hunt; the default keeps the suite fast.
+@settings(max_examples=int(os.environ.get("SCHED_EXAMPLES", "300")), deadline=None)
+@given(
+    cfgs=st.lists(configs(), min_size=2, max_size=3), steps=st.lists(ops, min_size=20, max_size=80)
+)
+def test_dispatcher_invariants(cfgs: list[TierConfig], steps: list[tuple[Any, ...]]) -> None:
+    d = Dispatcher(cfgs[0])
+    m = Model(cfgs[0])
+    now = 0.0
+    for step in steps:
+        kind = step[0]
+        flying = sorted(m.flight)
+        if kind == "arrive":
+            _, pick, prompt, max_tokens, dt = step
+            # Mostly a tier of the current config; one pick in ten names any tier, maybe unknown.
+            current = list(m.config.scheduler.queues)
+            tier = NAMES[pick % 3] if pick == 9 else current[pick % len(current)]
+            now += dt / 1000.0
+            m.seq += 1
+            rid = f"r{m.seq}"
+            request = Request(rid, tier, prompt, max_tokens)
+            if tier not in m.config.scheduler.queues:
+                try:
+                    d.arrive(request, now)
+                except ValueError:
+                    continue
+                raise AssertionError("unknown tier accepted")
+            depth_cap = m.config.scheduler.queues[tier].max_queue_depth
+            refusal = d.arrive(request, now)
+            if depth_cap is not None and len(m.pending(tier)) >= depth_cap:
+                assert (
+                    refusal is not None and refusal.reason == QUEUE_FULL and refusal.status == 429
+                )
+                assert refusal.retry_after_s is not None and refusal.retry_after_s > 0
+                m.outcome[rid] = "refused"
+            else:
+                assert refusal is None
+                m.queued[rid] = Queued(m.seq, tier, now, prompt, prompt + max_tokens)
+        elif kind == "poll":
+            now += step[1] / 1000.0
+            check_poll(d, m, now)
+        elif kind == "first_token" and flying:
+            rid = flying[step[1] % len(flying)]
+            d.first_token(rid, now)
+            m.flight[rid] = False
+        elif kind == "complete":
+            rid = flying[step[1] % len(flying)] if flying else "nobody"
+            assert d.complete(rid, now) is (rid in m.flight)
+            m.flight.pop(rid, None)
+        elif kind == "cancel":
+            rid = f"r{step[1]}"
+            expected = rid in m.queued or rid in m.flight
+            assert d.cancel(rid, now) is expected
+            if rid in m.queued:
+                del m.queued[rid]
+                m.outcome[rid] = "cancelled"
+            m.flight.pop(rid, None)
+        elif kind == "reconfigure":
+            new = cfgs[step[1] % len(cfgs)]
+            d.reconfigure(new, now)
+            fallback = new.tiers_by_urgency()[-1]
+            for q in m.queued.values():
+                if q.tier not in new.scheduler.queues:
+                    q.tier = fallback
+            m.config = new
+            for rid in m.queued:
+                assert d.tier_of(rid) == m.queued[rid].tier
+        check_counts(d, m, now)
+    # Drain: with every slot handed back and time moving on, everything queued comes out.
+    for _ in range(200):
+        if not m.queued:
+            break
+        for rid in list(m.flight):
+            assert d.complete(rid, now)
+            del m.flight[rid]
+        now += 1.0
+        check_poll(d, m, now)
+    assert not m.queued
+    admitted = [rid for rid, outcome in m.outcome.items() if outcome != "refused"]
+    assert all(m.outcome[rid] in ("released", "rejected", "cancelled") for rid in admitted)
+    check_counts(d, m, now)
