@@ -80,11 +80,13 @@ class LaunchProfileVersionSerializer(_VersionSerializer):
         )
 
 
-class DiffRowSerializer(serializers.Serializer):
+class VersionDiffRowSerializer(serializers.Serializer):
     path = serializers.CharField()
     old = serializers.JSONField(allow_null=True)
     new = serializers.JSONField(allow_null=True)
-    kind = serializers.ChoiceField(choices=[ADDED, REMOVED, CHANGED])
+    # A plain string, not an enum: an enum named after the field ("kind") would collide in the
+    # schema with other apps' `kind` choices.
+    kind = serializers.CharField(help_text=f"{ADDED}, {REMOVED} or {CHANGED}")
 
 
 class VersionRefSerializer(serializers.Serializer):
@@ -93,9 +95,9 @@ class VersionRefSerializer(serializers.Serializer):
     version = serializers.IntegerField()
 
 
-class DiffSerializer(serializers.Serializer):
+class VersionDiffSerializer(serializers.Serializer):
     """`against` is the older side (null when `version` is the first of its name)."""
 
     against = VersionRefSerializer(allow_null=True)
     version = VersionRefSerializer()
-    changes = DiffRowSerializer(many=True)
+    changes = VersionDiffRowSerializer(many=True)

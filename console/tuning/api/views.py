@@ -17,9 +17,9 @@ from rest_framework.response import Response
 
 from console.core.roles import OPERATOR
 from console.tuning.api.serializers import (
-    DiffSerializer,
     LaunchProfileVersionSerializer,
     TierConfigVersionSerializer,
+    VersionDiffSerializer,
 )
 from console.tuning.kube import render_yaml
 from console.tuning.models import LaunchProfileVersion, TierConfigVersion, VersionedDocument
@@ -62,7 +62,7 @@ class _VersionViewSet(
         name = self.request.query_params.get("name")
         return qs.filter(name=name) if name else qs
 
-    @extend_schema(parameters=[_AGAINST], responses=DiffSerializer)
+    @extend_schema(parameters=[_AGAINST], responses=VersionDiffSerializer)
     @action(detail=True, methods=["get"])
     def diff(self, request: Request, pk: str | None = None) -> Response:
         """The structured diff from `against` (the older side) to this version."""
@@ -76,7 +76,7 @@ class _VersionViewSet(
             against = get_object_or_404(self.model, pk=int(raw))
         rows = obj.diff_from(against)
         data = {"against": _ref(against), "version": _ref(obj), "changes": [r.as_dict() for r in rows]}
-        return Response(DiffSerializer(data).data)
+        return Response(VersionDiffSerializer(data).data)
 
 
 @extend_schema_view(list=extend_schema(parameters=[_NAME_FILTER]))
