@@ -204,7 +204,7 @@ def check_counts(d: Dispatcher, m: Model, now: float) -> None:
 
 
 # SCHED_EXAMPLES=2000 for a longer hunt; the default keeps the suite fast.
-@settings(max_examples=int(os.environ.get("SCHED_EXAMPLES", "300")), deadline=None)
+@settings(max_examples=int(os.environ.get("SCHED_EXAMPLES", "200")), deadline=None)
 @given(
     cfgs=st.lists(configs(), min_size=2, max_size=3), steps=st.lists(ops, min_size=20, max_size=80)
 )
