@@ -12,7 +12,7 @@ from django.conf import settings
 from django.db import models
 
 from console.tuning.diffs import DiffRow, launch_args_diff, tier_config_diff
-from console.tuning.vllm_args import LaunchArgs, render_argv, render_command, validate_args
+from console.tuning.vllm_args import LaunchArgs, render_argv, render_command
 from scheduler import TierConfig, parse_config
 
 
@@ -83,7 +83,9 @@ class LaunchProfileVersion(VersionedDocument):
         ]
 
     def launch_args(self) -> LaunchArgs:
-        return validate_args(self.args)
+        # Types only: the cross-field rules were checked when the version was created, and a
+        # rule added since must not make an existing, possibly running, version unrenderable.
+        return LaunchArgs.model_validate(self.args)
 
     def argv(self) -> list[str]:
         """The exact `vllm serve ...` argv, for an agent that starts the engine."""

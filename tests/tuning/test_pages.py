@@ -218,3 +218,23 @@ def test_creating_a_launch_profile_from_the_form(operator: Any, profile_args: di
     response = client.post("/tuning/launch-profiles/new/", {"name": "p", "args": json.dumps(profile_args)}, follow=True)
     assert "vllm serve meta-llama/Llama-3.1-8B-Instruct" in response.content.decode()
     assert LaunchProfileVersion.objects.get(name="p").args == profile_args
+
+
+def test_the_grouped_list_costs_a_fixed_number_of_queries(viewer: Any, operator: Any, seed_tiers: dict[str, Any],
+                                                          django_assert_max_num_queries: Any) -> None:
+    for name in ("a", "b", "c", "d", "e"):
+        for _ in range(3):
+            services.create_tier_config(name=name, config=seed_tiers, user=operator)
+    client = client_for(viewer)
+    with django_assert_max_num_queries(8):
+        html = client.get("/tuning/tier-configs/").content.decode()
+    assert html.count('class="card" id="group-') == 5
+
+
+def test_a_stored_profile_renders_even_if_a_newer_rule_would_refuse_it(viewer: Any, operator: Any) -> None:
+    profile = services.create_launch_profile(name="old", args={"model": "m"}, user=operator)
+    # As if written before the batched-tokens rule existed (a query update bypasses save()).
+    LaunchProfileVersion.objects.filter(pk=profile.pk).update(
+        args={"model": "m", "max_model_len": 8192, "max_num_batched_tokens": 2048})
+    html = client_for(viewer).get(f"/tuning/launch-profiles/{profile.pk}/").content.decode()
+    assert "--max-num-batched-tokens 2048" in html
