@@ -38,7 +38,15 @@ class DemoContext:
 
 # Dotted paths, resolved lazily so an app that is absent simply contributes nothing.
 DEMO_SEEDERS: list[str] = []
-DEMO_PROCESSES: list[str] = ["console.core.demo.core_processes"]
+DEMO_PROCESSES: list[str] = ["console.core.demo.core_processes", "console.core.demo.node_processes"]
+
+# Launch flags of the demo's simulated engines: two nodes that differ, so that comparing
+# benchmarks across them shows something. The agent runs `vllm serve` as the simulator.
+DEMO_ENGINE_FLAGS = [
+    ["--max-num-seqs", "64", "--scheduling-policy", "priority", "--enable-prefix-caching"],
+    ["--max-num-seqs", "128", "--scheduling-policy", "fcfs", "--no-enable-prefix-caching"],
+]
+DEMO_MODEL = "demo-8b"
 
 
 def core_processes(ctx: DemoContext) -> list[ProcessSpec]:
@@ -50,6 +58,30 @@ def core_processes(ctx: DemoContext) -> list[ProcessSpec]:
                                "--loglevel", "INFO", "--concurrency", str(min(4, os.cpu_count() or 2)),
                                "--schedule", str(ctx.data_dir / "celerybeat-schedule")]),
     ]
+
+
+def node_processes(ctx: DemoContext) -> list[ProcessSpec]:
+    """One managed agent per demo node (see console.fleet.demo), each supervising a simulated
+    engine. The node token travels in the environment, not argv, so `ps` does not show it."""
+    import json
+
+    try:
+        nodes = json.loads((ctx.data_dir / "demo-nodes.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    specs = []
+    for index, node in enumerate(nodes):
+        flags = DEMO_ENGINE_FLAGS[index % len(DEMO_ENGINE_FLAGS)]
+        engine_cmd = " ".join(["vllm", "serve", DEMO_MODEL, "--port", str(node["engine_port"]), *flags])
+        specs.append(ProcessSpec(
+            f"agent {node['name']}",
+            [sys.executable, "-m", "gpu_agent", "--engine-cmd", engine_cmd, "--simulate",
+             "--listen", f"{ctx.host}:{node['agent_port']}", "--console", ctx.console_url,
+             "--state-dir", str(ctx.data_dir / "agents" / node["name"])],
+            env={"TIERGATE_NODE_TOKEN": node["token"]},
+            ready_url=f"http://{ctx.host}:{node['agent_port']}/health",
+        ))
+    return specs
 
 
 def _resolve(path: str) -> Callable[..., Any]:

@@ -53,7 +53,8 @@ def seed(ctx: Any) -> list[str]:
     path = settings.DATA_DIR / DEMO_FILE
     path.write_text(json.dumps(entries, indent=2) + "\n", encoding="utf-8")
     path.chmod(0o600)
-    latest = TierConfigVersion.objects.filter(name=DEMO_TIER_CONFIG).order_by("-version").first()
+    # Nodes start on v1, so the demo's v2 is there to be rolled out (and rolled back).
+    latest = TierConfigVersion.objects.filter(name=DEMO_TIER_CONFIG).order_by("version").first()
     if latest is not None:
         services.set_desired([n for n in nodes if n.desired_tier_config_id is None], tier_config=latest,
                              user=admin, reason="demo")

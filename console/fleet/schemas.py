@@ -41,8 +41,9 @@ class HealthIn(_In):
 
 
 class EngineIn(_In):
-    url: str = Field(default="", max_length=300)
-    model: str = Field(default="", max_length=200)
+    # Null while a managed engine is still starting (its model is not known yet).
+    url: str | None = Field(default="", max_length=300)
+    model: str | None = Field(default="", max_length=200)
     simulated: bool = False
     args: dict[str, object] = Field(default_factory=dict)
 
