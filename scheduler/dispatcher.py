@@ -260,8 +260,13 @@ class Dispatcher:
         for tier in self._order:
             if tier.timeout_s is not None and tier.depth:
                 self._expire(tier, now, rejected)
-        while len(self._flight) < self.max_in_flight and self._awaiting < self.max_awaiting:
-            chosen = next((t for t in self._order if t.ready(now)), None)
+        flight = self._flight
+        while len(flight) < self.max_in_flight and self._awaiting < self.max_awaiting:
+            chosen: _Tier | None = None
+            for tier in self._order:
+                if tier.depth and tier.ready(now):
+                    chosen = tier
+                    break
             if chosen is None:
                 break
             cap = self.max_in_flight - (self.reserved if chosen.rank else 0)
@@ -294,8 +299,13 @@ class Dispatcher:
         entry.tier.queued_tokens -= entry.tokens
 
     def _release(self, tier: _Tier, room: int, now: float, out: list[Request]) -> None:
-        tier.oldest()  # drops dead heads so that every deque head below is live
-        order = sorted((dq for dq in tier.groups if dq), key=lambda dq: dq[0].seq)
+        if len(tier.groups) == 1:
+            order = tier.groups
+        else:
+            tier.oldest()  # drops dead heads so that every deque head below is live
+            order = sorted((dq for dq in tier.groups if dq), key=lambda dq: dq[0].seq)
+        flight = self._flight
+        waits = tier.waits
         taken = 0
         tokens = 0
         longest = 0
@@ -314,13 +324,14 @@ class Dispatcher:
                 dq.popleft()
                 self._unqueue(entry)
                 req = entry.req
-                self._flight[req.id] = _Flight(req, tier)
+                flight[req.id] = _Flight(req, tier)
                 out.append(req)
-                tier.record_wait(now - entry.arrived)
+                waits.append(now - entry.arrived)
                 taken += 1
                 tokens += entry.tokens
                 prompt_sum += req.prompt_tokens
-                longest = max(longest, req.prompt_tokens)
+                if req.prompt_tokens > longest:
+                    longest = req.prompt_tokens
             if full or taken >= room:
                 break
         self._awaiting += taken
@@ -341,12 +352,12 @@ class Dispatcher:
             oldest = tier.oldest()
             if oldest is None:
                 continue
-            candidates: list[float] = []
             if tier.depth < tier.max_batch and tier.queued_tokens < tier.max_tokens:
-                candidates.append(oldest.arrived + tier.effective_wait())
+                when = oldest.arrived + tier.effective_wait()
+                if when > now and (wakeup is None or when < wakeup):
+                    wakeup = when
             if tier.timeout_s is not None:
-                candidates.append(oldest.arrived + tier.timeout_s)
-            for when in candidates:
+                when = oldest.arrived + tier.timeout_s
                 if when > now and (wakeup is None or when < wakeup):
                     wakeup = when
         return wakeup

@@ -59,9 +59,6 @@ class TierBook:
     def ready(self, now: float) -> bool:
         raise NotImplementedError
 
-    def record_wait(self, waited_s: float) -> None:
-        self.waits.append(waited_s)
-
     def record_release(self, now: float, size: int, padding_ratio: float) -> None:
         self.released += size
         self.last_padding = padding_ratio
