@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin
-from django.db import models
 
 from console.fleet.models import Endpoint, GatewayKey, Node, TelemetrySample
 
@@ -20,7 +19,6 @@ class EndpointAdmin(admin.ModelAdmin):
     fields = ("name", "kind", "base_url", "api_key_masked", "models", "default_model", "node",
               "created_at", "updated_at")
     readonly_fields = ("api_key_masked", "created_at", "updated_at")
-    formfield_overrides = {models.URLField: {"assume_scheme": "http"}}
 
     def has_add_permission(self, request: Any) -> bool:
         return False  # a key can only be entered through the console's pages or API

@@ -8,7 +8,7 @@ from django import forms
 
 from console.fleet import services
 from console.fleet.choices import EndpointKind
-from console.fleet.models import Endpoint, Node
+from console.fleet.models import Endpoint, Node, validate_base_url
 
 
 def _split(text: str) -> list[str]:
@@ -31,7 +31,7 @@ class NodeForm(forms.Form):
 
 class EndpointForm(forms.Form):
     name = forms.CharField(max_length=100)
-    base_url = forms.URLField(max_length=500, assume_scheme="http", help_text="As the OpenAI SDK takes it, e.g. http://host:8000/v1")
+    base_url = forms.CharField(max_length=500, validators=[validate_base_url], help_text="As the OpenAI SDK takes it, e.g. http://host:8000/v1")
     api_key = forms.CharField(required=False, strip=False, widget=forms.PasswordInput(render_value=False),
                               help_text="Stored encrypted; never shown again. Leave empty to keep the current key.")
     kind = forms.ChoiceField(choices=EndpointKind.choices, initial=EndpointKind.EXTERNAL)

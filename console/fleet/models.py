@@ -10,14 +10,27 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
 from console.fleet import crypto
 from console.fleet.choices import EndpointKind, GpuSource, NodeMode, NodeStatus
+
+
+def validate_base_url(value: str) -> None:
+    """http(s) and a host. Django's URLValidator is stricter than operators' networks: it
+    refuses cluster-internal names without a dot (http://vllm-0:8000/v1)."""
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValidationError("Enter an http:// or https:// URL with a host.")
+    if any(ch.isspace() for ch in value):
+        raise ValidationError("A URL cannot hold spaces.")
+
 
 # A node that has not heartbeated for this long is shown stale (agents beat every 1-2 s).
 STALE_AFTER = timedelta(seconds=10)
@@ -32,7 +45,8 @@ class Endpoint(models.Model):
     """
 
     name = models.CharField(max_length=100, unique=True)
-    base_url = models.URLField(max_length=500, help_text="As the OpenAI SDK takes it, e.g. http://host:8000/v1")
+    base_url = models.CharField(max_length=500, validators=[validate_base_url],
+                                help_text="As the OpenAI SDK takes it, e.g. http://host:8000/v1")
     api_key_encrypted = models.TextField(blank=True, editable=False, help_text="Fernet ciphertext")
     default_model = models.CharField(max_length=200, blank=True)
     kind = models.CharField(max_length=20, choices=EndpointKind.choices, default=EndpointKind.EXTERNAL)

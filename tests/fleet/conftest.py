@@ -6,14 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from fleet_helpers import SEED_TIERS
 
-SEED_TIERS = {"scheduler": {
-    "queues": {
-        "online": {"max_batch_size": 8, "max_waiting_time_ms": 10, "max_tokens_per_batch": 4096, "priority": 1},
-        "batch": {"max_batch_size": 32, "max_waiting_time_ms": 50, "max_tokens_per_batch": 16384, "priority": 2},
-        "offline": {"max_batch_size": 64, "max_waiting_time_ms": 200, "max_tokens_per_batch": 32768,
-                    "priority": 3}},
-    "adaptive": {"enabled": True, "online_pressure_threshold": 10, "wait_time_reduction_ratio": 0.5}}}
+
+@pytest.fixture(autouse=True)
+def fast_password_hashing(settings: Any) -> None:
+    """The shared user fixtures set passwords; the default hasher costs ~0.4 s a user here."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
 @pytest.fixture
