@@ -56,6 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--slo-ttft-ms", type=float)
     p.add_argument("--slo-tpot-ms", type=float)
     p.add_argument("--keep-itl", action="store_true", help="keep every ITL gap in the JSON")
+    p.add_argument("--processes", type=int, default=1,
+                   help="split the streams over N client processes (one core each)")
     p.add_argument("--json", dest="json_path", help="write the full result here")
     p.add_argument("--quiet", action="store_true", help="no progress line")
     return p
@@ -94,6 +96,7 @@ def spec_from_args(args: argparse.Namespace) -> WorkloadSpec:
         slo_ttft_ms=args.slo_ttft_ms,
         slo_tpot_ms=args.slo_tpot_ms,
         keep_itl_raw=args.keep_itl,
+        processes=args.processes,
     )
 
 

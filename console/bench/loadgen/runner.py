@@ -34,6 +34,16 @@ ProgressCallback = Callable[[Progress], None]
 CancelEvent = asyncio.Event | threading.Event
 
 
+async def wait_for_cancel(event: CancelEvent) -> None:
+    if isinstance(event, asyncio.Event):
+        await event.wait()
+        return
+    # A threading.Event, set from another thread (a Celery task's revoke handler, say): it
+    # cannot wake the loop, so poll it; 50 ms is plenty for a cancel button.
+    while not event.is_set():
+        await asyncio.sleep(CANCEL_POLL_S)
+
+
 class _Run:
     def __init__(self, spec: WorkloadSpec, cancel_event: CancelEvent | None) -> None:
         self.spec = spec
@@ -163,14 +173,8 @@ class _Run:
                 self.loop_lags.append(max(now - expected, 0.0))
 
     async def cancel_watcher(self) -> None:
-        event = self.cancel_event
-        if isinstance(event, asyncio.Event):
-            await event.wait()
-        else:
-            # A threading.Event, set from another thread (a Celery task's revoke handler, say):
-            # it cannot wake the loop, so poll it; 50 ms is plenty for a cancel button.
-            while event is not None and not event.is_set():
-                await asyncio.sleep(CANCEL_POLL_S)
+        assert self.cancel_event is not None
+        await wait_for_cancel(self.cancel_event)
         self.cancelled = self.stopping = True
         self._wake_workers()
         for task in [*self.tasks, self.main_task]:
@@ -204,6 +208,15 @@ async def run_workload(
     cancel_event: CancelEvent | None = None,
 ) -> RunResult:
     """Run the workload and return its samples, summaries and validity checks."""
+    if spec.processes > 1:
+        from console.bench.loadgen.shards import run_sharded
+
+        event = cancel_event
+        return await run_sharded(
+            spec,
+            on_progress=on_progress,
+            cancel_wait=(lambda: wait_for_cancel(event)) if event is not None else None,
+        )
     run = _Run(spec, cancel_event)
     cpu0 = time.process_time()
     started_at = run.t0_unix

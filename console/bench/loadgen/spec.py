@@ -50,6 +50,8 @@ class WorkloadSpec:
     slo_ttft_ms: float | None = None
     slo_tpot_ms: float | None = None
     keep_itl_raw: bool = False
+    # Client processes the streams are split over (one event loop each; see shards.py).
+    processes: int = 1
 
     def __post_init__(self) -> None:
         self.stages = [s if isinstance(s, Stage) else Stage(**s) for s in self.stages]
@@ -90,6 +92,8 @@ class WorkloadSpec:
             raise SpecError("prompt_tokens: prompt_tokens and max_tokens must be >= 1")
         if not 0 <= self.shared_prefix_tokens <= self.prompt_tokens:
             raise SpecError("shared_prefix_tokens: must be between 0 and prompt_tokens")
+        if self.processes < 1:
+            raise SpecError("processes: must be >= 1")
         if self.timeout_s <= 0:
             raise SpecError("timeout_s: must be > 0")
         for tier, weight in self.tier_mix.items():

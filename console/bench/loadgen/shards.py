@@ -1,0 +1,205 @@
+"""One workload over several client processes, one event loop per core.
+
+One Python event loop handles streamed chunks one after another, so when hundreds of streams
+deliver a token in the same engine step the last of them is seen milliseconds late. Splitting
+the streams over processes bounds that burst per loop. The parent only starts the shards,
+relays progress and cancel, and merges their samples; every figure is recomputed from the
+merged samples.
+
+Child protocol (`python -m console.bench.loadgen.shards`): one JSON object on stdin
+(`{"spec": {...}, "start_at": unix}`), JSON lines on stdout (`{"progress": {...}}` ...,
+then `{"result": {...}}`); SIGTERM cancels.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from console.bench.loadgen import stats
+from console.bench.loadgen.spec import Stage, WorkloadSpec
+from console.bench.loadgen.types import Progress, RequestSample, RunResult
+
+START_MARGIN_S = 1.5  # time for every shard to import and open its loop before the start
+SEED_STRIDE = 1000
+
+
+def _share(total: int, parts: int, i: int) -> int:
+    return total // parts + (1 if i < total % parts else 0)
+
+
+def split_spec(spec: WorkloadSpec) -> list[WorkloadSpec]:
+    """The per-process specs; together they make the same load as `spec`."""
+    parts = spec.processes
+    if spec.stages:
+        parts = min(parts, *(s.concurrency for s in spec.stages))
+    elif spec.concurrency is not None:
+        parts = min(parts, spec.concurrency)
+    if spec.requests is not None:
+        parts = min(parts, spec.requests)
+    parts = max(parts, 1)
+    shards = []
+    for i in range(parts):
+        shards.append(dataclasses.replace(
+            spec,
+            processes=1,
+            seed=spec.seed * SEED_STRIDE + i,
+            concurrency=None if spec.concurrency is None else _share(spec.concurrency, parts, i),
+            rate=None if spec.rate is None else spec.rate / parts,
+            stages=[Stage(_share(s.concurrency, parts, i), s.duration_s) for s in spec.stages],
+            requests=None if spec.requests is None else _share(spec.requests, parts, i),
+            keep_itl_raw=True,  # the parent pools every gap
+        ))
+    return shards
+
+
+def merge(spec: WorkloadSpec, parts: list[dict[str, Any]], cancelled: bool) -> RunResult:
+    samples = [RequestSample.from_dict(s) for part in parts for s in part["samples"]]
+    samples.sort(key=lambda s: s.send_time)
+    for index, sample in enumerate(samples):
+        sample.index = index
+    window = (min(p["window"][0] for p in parts), max(p["window"][1] for p in parts))
+    summary = stats.summarize(samples, window, slo_ttft_ms=spec.slo_ttft_ms,
+                              slo_tpot_ms=spec.slo_tpot_ms)
+    series = stats.timeseries(samples, window)
+    busiest = max(parts, key=lambda p: p["validity"]["client_cpu_ratio"] or 0)
+    validity = stats.validity(samples, loop_lags=[], cpu_s=busiest["validity"]["client_cpu_s"],
+                              wall_s=busiest["validity"]["wall_s"])
+    # Loop lag is per process: report the worst shard's, and flag on it.
+    for key in ("loop_lag_p99_s", "loop_lag_max_s"):
+        values = [p["validity"][key] for p in parts if p["validity"][key] is not None]
+        validity[key] = max(values) if values else None
+    validity["loop_lag_s"] = max((p["validity"]["loop_lag_s"] for p in parts),
+                                 key=lambda d: d["p99"] or 0)
+    validity["flags"] = sorted({f for p in parts for f in p["validity"]["flags"]
+                                if f.startswith("loop_lag")} | set(validity["flags"]))
+    validity["valid"] = not validity["flags"]
+    validity["processes"] = len(parts)
+    if not spec.keep_itl_raw:
+        for sample in samples:
+            sample.itl_raw = None
+    return RunResult(spec=spec.to_dict(), started_at=min(p["started_at"] for p in parts),
+                     finished_at=max(p["finished_at"] for p in parts), window=window,
+                     samples=samples, summary=summary, timeseries=series, validity=validity,
+                     cancelled=cancelled or any(p["cancelled"] for p in parts))
+
+
+async def run_sharded(
+    spec: WorkloadSpec,
+    *,
+    on_progress: Callable[[Progress], None] | None,
+    cancel_wait: Callable[[], Any] | None,
+) -> RunResult:
+    shard_specs = split_spec(spec)
+    start_at = time.time() + START_MARGIN_S
+    latest: list[Progress | None] = [None] * len(shard_specs)
+    procs = []
+    for shard in shard_specs:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "console.bench.loadgen.shards",
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            limit=1 << 30)
+        assert proc.stdin is not None
+        payload = {"spec": {**shard.to_dict(), "api_key": spec.api_key}, "start_at": start_at}
+        proc.stdin.write(json.dumps(payload).encode() + b"\n")
+        await proc.stdin.drain()
+        proc.stdin.close()
+        procs.append(proc)
+
+    async def read(i: int) -> dict[str, Any]:
+        stream = procs[i].stdout
+        assert stream is not None
+        result: dict[str, Any] | None = None
+        async for line in stream:
+            message = json.loads(line)
+            if "progress" in message:
+                latest[i] = Progress(**message["progress"])
+                if on_progress is not None and all(latest):
+                    on_progress(_combine([p for p in latest if p is not None]))
+            elif "result" in message:
+                result = message["result"]
+        await procs[i].wait()
+        if result is None:
+            raise RuntimeError(f"load generator shard {i} exited with {procs[i].returncode}")
+        return result
+
+    cancelled = False
+
+    async def relay_cancel() -> None:
+        nonlocal cancelled
+        assert cancel_wait is not None
+        await cancel_wait()
+        cancelled = True
+        for proc in procs:
+            if proc.returncode is None:
+                proc.send_signal(signal.SIGTERM)
+
+    watcher = asyncio.create_task(relay_cancel()) if cancel_wait is not None else None
+    try:
+        parts = await asyncio.gather(*(read(i) for i in range(len(procs))))
+    finally:
+        if watcher is not None:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
+        for proc in procs:
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+    result = merge(spec, list(parts), cancelled)
+    if on_progress is not None:
+        final = _combine([p for p in latest if p is not None]) if all(latest) else None
+        on_progress(Progress(100.0, final.elapsed_s if final else 0.0,
+                             result.summary["overall"]["count"],
+                             result.summary["overall"]["errors"],
+                             final.current_p99_ttft_s if final else None))
+    return result
+
+
+def _combine(progress: list[Progress]) -> Progress:
+    p99s = [p.current_p99_ttft_s for p in progress if p.current_p99_ttft_s is not None]
+    return Progress(
+        percent=min(p.percent for p in progress),
+        elapsed_s=max(p.elapsed_s for p in progress),
+        requests_done=sum(p.requests_done for p in progress),
+        errors=sum(p.errors for p in progress),
+        current_p99_ttft_s=max(p99s) if p99s else None,
+    )
+
+
+async def _child() -> None:
+    from console.bench.loadgen.runner import run_workload
+
+    payload = json.loads(sys.stdin.readline())
+    spec = WorkloadSpec.from_dict(payload["spec"])
+    cancel = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, cancel.set)
+    await asyncio.sleep(max(payload["start_at"] - time.time(), 0))
+
+    lock = threading.Lock()  # progress comes from a worker thread, the final one from here
+
+    def report(progress: Progress) -> None:
+        line = json.dumps({"progress": dataclasses.asdict(progress)})
+        with lock:
+            sys.stdout.write(line + "\n")
+            sys.stdout.flush()
+
+    result = await run_workload(spec, on_progress=report, cancel_event=cancel)
+    with lock:
+        sys.stdout.write(json.dumps({"result": result.to_json_dict()}) + "\n")
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    from console.bench.loadgen.cli import _runner
+
+    with _runner() as child_runner:
+        child_runner.run(_child())
