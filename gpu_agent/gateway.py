@@ -154,13 +154,14 @@ class Gateway:
             agent.metrics.auth_failures.labels("tier_not_allowed").inc()
             await send_error(send, 403, f"this key may not use tier {asked!r}", "tier_not_allowed")
             return
-        queue = agent.config.scheduler.queues.get(tier)
+        queues = agent.config.scheduler.queues
+        queue = queues.get(tier)
         if queue is None:
-            agent.metrics.auth_failures.labels("tier_not_configured").inc()
-            await send_error(
-                send, 403, f"tier {tier!r} is not configured on this node", "tier_not_configured"
-            )
-            return
+            # The key names a tier this node's config lacks (e.g. removed by a new version):
+            # serve it in the least urgent tier, where the dispatcher also moves the queued
+            # requests of a removed tier, rather than fail traffic during a rollout.
+            tier = agent.config.tiers_by_urgency()[-1]
+            queue = queues[tier]
         try:
             payload = json.loads(body)
         except (ValueError, UnicodeDecodeError) as exc:

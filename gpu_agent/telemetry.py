@@ -58,8 +58,11 @@ def parse_engine_metrics(text: str) -> dict[str, float]:
     }
     out: dict[str, float] = {}
     for family in text_string_to_metric_families(text):
-        key = wanted.get(family.name)
-        if key is not None:
+        # Exporters differ on whether the TYPE line carries `_total`; when it does not match
+        # the samples, the parser yields an empty typed family and an untyped `..._total` one.
+        name = family.name.removesuffix("_total")
+        key = wanted.get(name)
+        if key is not None and family.samples:
             out[key] = _family_total(family)
     if "kv_cache_usage" not in out and "kv_cache_usage_old" in out:
         out["kv_cache_usage"] = out["kv_cache_usage_old"]

@@ -250,8 +250,9 @@ class FakeConsole:
     async def wait_beat(
         self, predicate: Any, timeout: float = 10.0, what: str = "a beat"
     ) -> dict[str, Any]:
+        """The first beat from now on that satisfies `predicate`."""
         deadline = time.monotonic() + timeout
-        seen = 0
+        seen = len(self.beats)
         while True:
             for beat in self.beats[seen:]:
                 if predicate(beat):

@@ -1,0 +1,77 @@
+"""Managed mode: the agent runs the engine (the simulator standing in for `vllm serve`),
+restarts it for a new launch profile, and goes back to the old one when the new one fails."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from gpu_agent.sim.testing import free_port
+from tests.agent.conftest import NODE_TOKEN, FakeConsole, start_agent
+from tests.agent.test_heartbeat import GATEWAY_KEYS, post
+
+
+async def test_it_restarts_the_engine_for_a_profile_and_rolls_back_a_bad_one(
+    console: FakeConsole, tmp_path: Path
+) -> None:
+    port = free_port()
+    base = ["vllm", "serve", "demo", "--port", str(port), "--sim-preset", "tiny-test"]
+    console.keys_version, console.gateway_keys = "k1", GATEWAY_KEYS
+    args = [
+        "--engine-cmd",
+        " ".join([*base, "--max-num-seqs", "8"]),
+        "--simulate",
+        "--console",
+        console.url,
+        "--node-token",
+        NODE_TOKEN,
+        "--state-dir",
+        str(tmp_path / "state"),
+        "--engine-start-timeout",
+        "20",
+    ]
+    agent = await asyncio.to_thread(start_agent, args, tmp_path / "agent.log")
+    try:
+        beat = await console.wait_beat(
+            lambda b: b["health"]["engine"] == "ok" and b["keys_version"] == "k1",
+            what="the engine up",
+        )
+        assert beat["mode"] == "managed"
+        assert beat["engine"]["url"] == f"http://127.0.0.1:{port}"
+        assert beat["engine"]["args"]["max_num_seqs"] == 8
+        assert (await post(agent)).status_code == 200
+
+        console.launch_profile = {
+            "id": 1,
+            "name": "wider",
+            "args": {"max_num_seqs": 16},
+            "argv": [*base, "--max-num-seqs", "16"],
+        }
+        beat = await console.wait_beat(
+            lambda b: b["applied"]["launch_profile"] == 1 and b["health"]["engine"] == "ok",
+            timeout=20,
+            what="profile 1 applied",
+        )
+        assert beat["engine"]["args"]["max_num_seqs"] == 16
+        assert (await post(agent)).status_code == 200
+
+        console.launch_profile = {
+            "id": 2,
+            "name": "broken",
+            "args": {},
+            "argv": [*base, "--max-num-seqs", "32", "--no-such-flag"],
+        }
+        beat = await console.wait_beat(
+            lambda b: "launch_profile" in b.get("apply_errors", {}),
+            timeout=20,
+            what="profile 2 refused",
+        )
+        error = beat["apply_errors"]["launch_profile"]
+        assert error["version"] == 2
+        assert "exited with code" in error["error"] and "--no-such-flag" in error["error"]
+        beat = await console.wait_beat(lambda b: b["health"]["engine"] == "ok", timeout=20)
+        assert beat["applied"]["launch_profile"] == 1
+        assert beat["engine"]["args"]["max_num_seqs"] == 16
+        assert (await post(agent)).status_code == 200
+    finally:
+        await asyncio.to_thread(agent.stop)
