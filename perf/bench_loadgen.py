@@ -33,6 +33,12 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 PIN = hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) >= 2
+PROCESSES = 1  # client processes for fidelity and sim (--processes)
+
+
+def _pin(server_pid: int) -> None:
+    os.sched_setaffinity(server_pid, {0})
+    os.sched_setaffinity(0, set(range(1, os.cpu_count() or 2)))
 sys.path.insert(0, str(ROOT))
 
 from console.bench.loadgen import WorkloadSpec, run_workload  # noqa: E402
@@ -47,9 +53,8 @@ class Server:
             cwd=ROOT, stdout=subprocess.PIPE, text=True)
         assert self.proc.stdout is not None
         self.port = int(self.proc.stdout.readline().split()[1])
-        if PIN:  # server on core 0, this (client) process on core 1
-            os.sched_setaffinity(self.proc.pid, {0})
-            os.sched_setaffinity(0, {1})
+        if PIN:  # server on core 0, the client (this process, its shards) on the others
+            _pin(self.proc.pid)
         self.base = f"http://127.0.0.1:{self.port}"
 
     def truth(self) -> dict[str, Any]:
@@ -164,7 +169,7 @@ def _fidelity(pacing: str, jitter: str, quick: bool) -> None:
             server.reset()
             spec = WorkloadSpec(base_url=f"{server.base}/v1", model="m", concurrency=streams,
                                 requests=streams * (1 if quick else 2), warmup_s=0.5,
-                                max_tokens=32, prompt_tokens=64)
+                                max_tokens=32, prompt_tokens=64, processes=PROCESSES)
             result = _uvloop_run(run_workload(spec))
             truth = server.truth()
             measured = [s for s in result.samples if s.ok and not s.warmup and s.ttft]
@@ -204,8 +209,7 @@ def bench_sim(quick: bool) -> None:
             stderr=subprocess.DEVNULL)
         try:
             if PIN:
-                os.sched_setaffinity(proc.pid, {0})
-                os.sched_setaffinity(0, {1})
+                _pin(proc.pid)
             base = f"http://127.0.0.1:{port}"
             for _ in range(100):
                 try:
@@ -216,7 +220,7 @@ def bench_sim(quick: bool) -> None:
             since = time.time()
             spec = WorkloadSpec(base_url=f"{base}/v1", model="bench", concurrency=streams,
                                 requests=streams * (1 if quick else 2), warmup_s=1.0,
-                                max_tokens=32, prompt_tokens=64)
+                                max_tokens=32, prompt_tokens=64, processes=PROCESSES)
             result = _uvloop_run(run_workload(spec))
             with urllib.request.urlopen(f"{base}/sim/v1/requests?since={since}") as resp:
                 truth = {r["id"]: r for r in json.load(resp)["data"]}
@@ -267,7 +271,11 @@ def main() -> None:
     p.add_argument("benches", nargs="*", default=["clients", "fidelity", "throughput"],
                    help="clients, fidelity, throughput, sim (needs gpu_agent.sim)")
     p.add_argument("--quick", action="store_true", help="fewer requests")
+    p.add_argument("--processes", type=int, default=1,
+                   help="client processes for fidelity and sim (one per spare core)")
     args = p.parse_args()
+    global PROCESSES
+    PROCESSES = args.processes
     for name in args.benches:
         {"clients": bench_clients, "fidelity": bench_fidelity,
          "throughput": bench_throughput, "sim": bench_sim}[name](args.quick)
