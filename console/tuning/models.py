@@ -97,3 +97,12 @@ class LaunchProfileVersion(VersionedDocument):
 
     def diff_from(self, older: LaunchProfileVersion | None) -> list[DiffRow]:
         return [] if older is None else launch_args_diff(older.args, self.args)
+
+
+# Rollouts live in their own module; imported here so Django registers them with the app.
+from console.tuning.models_rollouts import Rollout, RolloutEvent, RolloutNode  # noqa: E402
+
+__all__ = [
+    "LaunchProfileVersion", "Rollout", "RolloutEvent", "RolloutNode", "TierConfigVersion",
+    "VersionedDocument",
+]

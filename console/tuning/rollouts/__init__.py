@@ -1,0 +1,12 @@
+"""Rollouts and rollbacks (DESIGN.md 4): desired versions set wave by wave, watched until the
+agents report them applied and healthy, guarded by an optional SLO check, and undone on any
+failure. Models live in console/tuning/models_rollouts.py; the modules here:
+
+    choices.py   states and other enumerations
+    plan.py      pure: waves, a node's progress verdict
+    guard.py     pure: the SLO guard over heartbeat samples
+    services.py  create, roll back, abort (audited, transactional)
+    executor.py  the loop a Celery task runs (claimed by a lease, resumable)
+    tasks.py     the Celery tasks
+    api.py       REST API; views.py, forms.py, urls.py: pages
+"""

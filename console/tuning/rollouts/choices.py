@@ -1,0 +1,51 @@
+"""Choices of rollouts: one source of truth for every enumerated value."""
+
+from __future__ import annotations
+
+from django.db import models
+
+
+class RolloutKind(models.TextChoices):
+    ROLLOUT = "rollout", "Rollout"
+    # Sets the versions nodes had before, as a rollout of its own. It never undoes itself on
+    # failure: undoing a rollback would re-apply the change being rolled back.
+    ROLLBACK = "rollback", "Rollback"
+
+
+class RolloutState(models.TextChoices):
+    PENDING = "pending", "pending"
+    RUNNING = "running", "running"
+    ROLLING_BACK = "rolling_back", "rolling back"
+    SUCCEEDED = "succeeded", "succeeded"
+    FAILED = "failed", "failed"
+    ROLLED_BACK = "rolled_back", "rolled back"
+    ABORTED = "aborted", "aborted"
+
+
+ACTIVE_STATES = (RolloutState.PENDING, RolloutState.RUNNING, RolloutState.ROLLING_BACK)
+FINAL_STATES = (RolloutState.SUCCEEDED, RolloutState.FAILED, RolloutState.ROLLED_BACK, RolloutState.ABORTED)
+
+
+class NodeState(models.TextChoices):
+    PENDING = "pending", "pending"
+    APPLYING = "applying", "applying"
+    APPLIED = "applied", "applied"
+    HEALTHY = "healthy", "healthy"
+    FAILED = "failed", "failed"
+    ROLLED_BACK = "rolled_back", "rolled back"
+
+
+# Nodes whose desired versions this rollout has set (and must set back on a rollback).
+TOUCHED_STATES = (NodeState.APPLYING, NodeState.APPLIED, NodeState.HEALTHY, NodeState.FAILED)
+
+
+class NodeSelection(models.TextChoices):
+    ALL = "all", "all nodes"
+    NODES = "nodes", "a selection"
+    LABEL = "label", "nodes with a label"
+
+
+class EventLevel(models.TextChoices):
+    INFO = "info", "info"
+    WARNING = "warning", "warning"
+    ERROR = "error", "error"
