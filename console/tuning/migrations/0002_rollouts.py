@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('fleet', '0002_endpoint_base_url_any_host'),
+        ('fleet', '0001_initial'),
         ('tuning', '0001_initial'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
