@@ -1,9 +1,10 @@
 """Thin asyncio shell around `Dispatcher` for the gateway.
 
-No polling loop and no background task: the dispatcher is pumped (polled) right after every
-event that can change a decision (arrival, first token, release, cancel, reconfigure), and one
-`loop.call_at` timer is kept armed for the dispatcher's next wake-up (a tier's wait running out
-or a queue timeout). Between events the driver costs nothing.
+No polling loop and no background task: every event that can change a decision (arrival, first
+token, release, cancel, reconfigure) schedules one pump (a `Dispatcher.poll`) with
+`loop.call_soon`, shared by all events of the same loop iteration, and one `loop.call_at` timer
+is kept armed for the dispatcher's next wake-up (a tier's wait running out or a queue timeout).
+Between events the driver costs nothing.
 
 Cancellation safety: `acquire` is the only place a waiter can be cancelled while holding
 dispatcher state. Whatever point the cancellation lands on (still queued, or released but the
@@ -86,6 +87,7 @@ class AsyncDispatcher:
         self._timer_at: float | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
+        self._pump_scheduled = False
 
     def start(self) -> None:
         """Bind to the running loop. `acquire` calls it on first use."""
@@ -116,19 +118,19 @@ class AsyncDispatcher:
         fut: asyncio.Future[Ticket] = self._loop.create_future()
         self._waiters[req.id] = fut
         try:
-            self._pump()
+            self._schedule_pump()
             return await fut
         except BaseException:
             # Cancelled (or anything else) before the ticket reached the caller: whether the
             # request is still queued or was just released, give its entry or slot back.
             self._waiters.pop(req.id, None)
             if self.dispatcher.cancel(req.id, self._clock()):
-                self._pump()
+                self._schedule_pump()
             raise
 
     def reconfigure(self, config: TierConfig) -> None:
         self.dispatcher.reconfigure(config, self._clock())
-        self._pump()
+        self._schedule_pump()
 
     def stats(self) -> SchedulerStats:
         return self.dispatcher.stats(self._clock())
@@ -142,13 +144,21 @@ class AsyncDispatcher:
 
     def _first_token(self, req_id: str) -> None:
         self.dispatcher.first_token(req_id, self._clock())
-        self._pump()
+        self._schedule_pump()
 
     def _complete(self, req_id: str) -> None:
         if self.dispatcher.complete(req_id, self._clock()):
-            self._pump()
+            self._schedule_pump()
+
+    def _schedule_pump(self) -> None:
+        # Events of one loop iteration share one poll: under load a burst of arrivals and
+        # completions costs one decision pass, and nothing waits longer than that iteration.
+        if not self._pump_scheduled and self._loop is not None:
+            self._pump_scheduled = True
+            self._loop.call_soon(self._pump)
 
     def _pump(self) -> None:
+        self._pump_scheduled = False
         if self._closed:
             return
         now = self._clock()
