@@ -8,7 +8,8 @@ reads to start one agent and one simulated engine per node:
 
 Only the tokens' hashes are in the database. Idempotent: a node whose token in the file still
 matches keeps it; otherwise a fresh token is made and the file rewritten. Both nodes are set to
-want the latest version of the "default" tier config when the tuning app has made one.
+want version 1 of the "default" tier config when the tuning app has made one, so the demo's
+later versions are there to be rolled out (and rolled back).
 """
 
 from __future__ import annotations
@@ -54,8 +55,8 @@ def seed(ctx: Any) -> list[str]:
     path.write_text(json.dumps(entries, indent=2) + "\n", encoding="utf-8")
     path.chmod(0o600)
     # Nodes start on v1, so the demo's v2 is there to be rolled out (and rolled back).
-    latest = TierConfigVersion.objects.filter(name=DEMO_TIER_CONFIG).order_by("version").first()
-    if latest is not None:
-        services.set_desired([n for n in nodes if n.desired_tier_config_id is None], tier_config=latest,
+    first = TierConfigVersion.objects.filter(name=DEMO_TIER_CONFIG).order_by("version").first()
+    if first is not None:
+        services.set_desired([n for n in nodes if n.desired_tier_config_id is None], tier_config=first,
                              user=admin, reason="demo")
     return [f"fleet: nodes {', '.join(n for n, _, _ in DEMO_NODES)} (tokens in {path})"]

@@ -1,0 +1,167 @@
+from __future__ import annotations
+
+import json
+import re
+import time
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.test import Client
+from django.utils import timezone
+from fleet_helpers import beat, post_beat, sample
+
+from console.fleet import services
+from console.fleet.models import Endpoint, GatewayKey, Node
+
+pytestmark = pytest.mark.django_db
+
+
+def browser(user: Any) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def test_fleet_page_lists_nodes_with_live_status(viewer: Any, node_and_token: Any, tier_config: Any) -> None:
+    node, token = node_and_token
+    services.set_desired([node], tier_config=tier_config)
+    now = time.time()
+    post_beat(Client(), token, beat(samples=[sample(now, online={"depth": 7, "in_flight": 2},
+                                                    batch={"depth": 3, "in_flight": 0})]))
+    page = browser(viewer).get("/fleet/")
+    html = page.content.decode()
+    assert page.status_code == 200
+    assert 'data-live-url="/fleet/live/"' in html
+    assert "gpu-a-01" in html and "healthy" in html and "simulated" in html
+    assert "online 7" in html and "batch 3" in html and "50%" in html and "25%" in html
+    assert "drift" in html  # desired seed-000 v1, nothing applied yet
+    assert re.search(r'<time datetime="\d{4}-\d\d-\d\dT', html)
+
+    fragment = browser(viewer).get("/fleet/live/")
+    assert fragment.status_code == 200 and "<html" not in fragment.content.decode()
+    assert "gpu-a-01" in fragment.content.decode()
+
+
+def test_a_silent_node_shows_stale(viewer: Any, node_and_token: Any) -> None:
+    node, token = node_and_token
+    post_beat(Client(), token, beat())
+    Node.objects.filter(pk=node.pk).update(last_seen_at=timezone.now() - timedelta(seconds=11))
+    assert "stale" in browser(viewer).get("/fleet/live/").content.decode()
+
+
+def test_node_detail_draws_the_last_hour_with_local_plotly(viewer: Any, node_and_token: Any) -> None:
+    node, token = node_and_token
+    now = time.time()
+    post_beat(Client(), token, beat(samples=[sample(now - 5 + i) for i in range(5)]))
+    page = browser(viewer).get(f"/fleet/nodes/{node.pk}/")
+    html = page.content.decode()
+    assert page.status_code == 200
+    assert "/static/vendor/plotly.min.js" in html and "cdn" not in html.lower()
+    figure = json.loads(re.search(r'<script id="node-figure" type="application/json">(.*?)</script>', html,
+                                  re.S).group(1))
+    names = [trace["name"] for trace in figure["data"]]
+    assert names == ["GPU util", "KV use", "online depth", "online TTFT P99"]
+    assert len(figure["data"][0]["x"]) == 5
+    assert figure["data"][3]["y"][0] == pytest.approx(310.0)
+    assert "simulated" in figure["layout"]["annotations"][0]["text"]
+
+
+def test_plotly_is_served_locally(viewer: Any) -> None:
+    r = browser(viewer).get("/static/vendor/plotly.min.js")
+    assert r.status_code == 200
+
+
+def test_admin_creates_a_node_and_sees_the_token_once(admin_user: Any) -> None:
+    client = browser(admin_user)
+    assert client.get("/fleet/nodes/new/").status_code == 200
+    r = client.post("/fleet/nodes/new/", {"name": "gpu-z-09", "labels": "h200, zone-b"})
+    html = r.content.decode()
+    token = re.search(r"(tgn_[A-Za-z0-9_-]{43})", html).group(1)
+    assert "python -m gpu_agent --console http://testserver --node-token " + token in html
+    assert Node.objects.get(name="gpu-z-09").labels == ["h200", "zone-b"]
+    node = Node.objects.get(name="gpu-z-09")
+    assert token not in client.get(f"/fleet/nodes/{node.pk}/").content.decode()
+    # Rotate and delete, both behind a confirm on the page.
+    detail = client.get(f"/fleet/nodes/{node.pk}/").content.decode()
+    assert detail.count("data-confirm=") == 2
+    new = re.search(r"(tgn_[A-Za-z0-9_-]{43})", client.post(f"/fleet/nodes/{node.pk}/rotate-token/").content.decode())
+    assert new is not None and new.group(1) != token
+    assert client.post(f"/fleet/nodes/{node.pk}/delete/").status_code == 302
+    assert not Node.objects.filter(name="gpu-z-09").exists()
+
+
+def test_viewers_and_operators_cannot_manage_nodes(viewer: Any, operator: Any, node_and_token: Any) -> None:
+    node, _ = node_and_token
+    for user in (viewer, operator):
+        client = browser(user)
+        assert client.get("/fleet/nodes/new/").status_code == 403
+        assert client.post(f"/fleet/nodes/{node.pk}/delete/").status_code == 403
+        assert client.post(f"/fleet/nodes/{node.pk}/rotate-token/").status_code == 403
+        assert "Add node" not in client.get("/fleet/").content.decode()
+    assert Node.objects.filter(pk=node.pk).exists()
+
+
+def test_pages_need_a_role(outsider: Any, db: None) -> None:
+    assert browser(outsider).get("/fleet/").status_code == 403
+    assert Client().get("/fleet/").status_code == 302
+
+
+def test_endpoint_pages(admin_user: Any, viewer: Any) -> None:
+    client = browser(admin_user)
+    r = client.post("/fleet/endpoints/new/", {"name": "local", "base_url": "http://vllm-0:8000/v1",
+                                              "api_key": "sk-page-secret-9876", "kind": "vllm",
+                                              "models": "a, b", "default_model": "a"})
+    assert r.status_code == 302
+    endpoint = Endpoint.objects.get(name="local")
+    assert endpoint.models == ["a", "b"] and endpoint.get_api_key() == "sk-page-secret-9876"
+    html = browser(viewer).get(f"/fleet/endpoints/{endpoint.pk}/").content.decode()
+    assert "sk-...9876" in html and "export LOCAL_BASE_URL=http://vllm-0:8000/v1" in html
+    assert "Test connection" not in html  # viewers may not run it
+    assert "local" in browser(viewer).get("/fleet/endpoints/").content.decode()
+    # Editing without a key keeps the key.
+    client.post(f"/fleet/endpoints/{endpoint.pk}/edit/", {"name": "local", "base_url": "http://vllm-1:8000/v1",
+                                                          "kind": "vllm", "models": "a", "default_model": "a"})
+    endpoint.refresh_from_db()
+    assert endpoint.base_url == "http://vllm-1:8000/v1" and endpoint.get_api_key() == "sk-page-secret-9876"
+    r = client.post("/fleet/endpoints/new/", {"name": "bad", "base_url": "ftp://x", "kind": "vllm"})
+    assert r.status_code == 200 and "http:// or https://" in r.content.decode()
+
+
+def test_endpoint_doctor_page_shows_steps_with_fixes(operator: Any, db: None) -> None:
+    endpoint = services.create_endpoint(None, name="closed", base_url="http://127.0.0.1:9/v1", api_key="sk-x-000000")
+    html = browser(operator).post(f"/fleet/endpoints/{endpoint.pk}/doctor/").content.decode()
+    assert "Connection test" in html and "refused" in html and "How to fix" in html
+
+
+def test_env_import_page(admin_user: Any) -> None:
+    r = browser(admin_user).post("/fleet/endpoints/import/", {
+        "text": "export A_BASE_URL=http://a:8000/v1\nexport A_API_KEY=sk-aaaa-1111\nexport A_MODEL=m\n",
+        "kind": "external"})
+    assert r.status_code == 302
+    assert Endpoint.objects.get(name="a").default_model == "m"
+    r = browser(admin_user).post("/fleet/endpoints/import/", {"text": "nothing here", "kind": "external"})
+    assert r.status_code == 200 and "no endpoint found" in r.content.decode()
+
+
+def test_gateway_key_page_creates_shows_once_and_revokes(admin_user: Any, viewer: Any) -> None:
+    client = browser(admin_user)
+    r = client.post("/fleet/keys/", {"name": "team-a", "tiers": "online, batch", "default_tier": "batch"})
+    key = re.search(r"(tgk_[A-Za-z0-9_-]{43})", r.content.decode()).group(1)
+    assert key not in client.get("/fleet/keys/").content.decode()
+    stored = GatewayKey.objects.get(name="team-a")
+    assert browser(viewer).post(f"/fleet/keys/{stored.pk}/revoke/").status_code == 403
+    assert client.post(f"/fleet/keys/{stored.pk}/revoke/").status_code == 302
+    stored.refresh_from_db()
+    assert stored.revoked_at is not None
+    r = client.post("/fleet/keys/", {"name": "x", "tiers": "online", "default_tier": "offline"})
+    assert "must be one of the key" in r.content.decode()
+
+
+def test_admin_pages_render(superuser: Any, node_and_token: Any) -> None:
+    client = browser(superuser)
+    node, token = node_and_token
+    post_beat(Client(), token, beat(listen_url="http://127.0.0.1:9101"))
+    for path in ["/admin/fleet/node/", f"/admin/fleet/node/{node.pk}/change/", "/admin/fleet/endpoint/",
+                 "/admin/fleet/gatewaykey/", "/admin/fleet/telemetrysample/"]:
+        assert client.get(path).status_code == 200, path
