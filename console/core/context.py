@@ -33,4 +33,12 @@ def _nav() -> list[tuple[str, str]]:
 
 
 def navigation(request: HttpRequest) -> dict[str, Any]:
-    return {"nav_items": _nav(), "user_role": role_of(getattr(request, "user", None))}
+    items = _nav()
+    path = getattr(request, "path", "")
+    # The active item is the one whose URL is the longest prefix of the current path.
+    matches = [url for _label, url in items if path.startswith(url)]
+    active = max(matches, key=len) if matches else None
+    return {
+        "nav_items": [(label, url, url == active) for label, url in items],
+        "user_role": role_of(getattr(request, "user", None)),
+    }

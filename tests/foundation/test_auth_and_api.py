@@ -116,3 +116,15 @@ def test_audit_page_filters_and_rejects_bad_dates(viewer: Any) -> None:
     assert b"not an ISO 8601" in client.get("/audit/?since=yesterday").content
     api = client.get("/api/v1/audit-events/?since=yesterday")
     assert api.status_code == 400 and "since" in api.json()["filter"][0]
+
+
+def test_only_the_current_section_is_marked_active_in_the_nav(viewer: Any) -> None:
+    from django.test import RequestFactory
+
+    from console.core.context import navigation
+
+    request = RequestFactory().get("/audit/")
+    request.user = viewer
+    items = navigation(request)["nav_items"]
+    active = [label for label, _url, is_active in items if is_active]
+    assert active == ["Audit"]
