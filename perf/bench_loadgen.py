@@ -39,6 +39,8 @@ PROCESSES = 1  # client processes for fidelity and sim (--processes)
 def _pin(server_pid: int) -> None:
     os.sched_setaffinity(server_pid, {0})
     os.sched_setaffinity(0, set(range(1, os.cpu_count() or 2)))
+
+
 sys.path.insert(0, str(ROOT))
 
 from console.bench.loadgen import WorkloadSpec, run_workload  # noqa: E402
@@ -50,7 +52,10 @@ class Server:
     def __init__(self, *args: str) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "console.bench.loadgen.refserver", "--port", "0", *args],
-            cwd=ROOT, stdout=subprocess.PIPE, text=True)
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         assert self.proc.stdout is not None
         self.port = int(self.proc.stdout.readline().split()[1])
         if PIN:  # server on core 0, the client (this process, its shards) on the others
@@ -80,15 +85,22 @@ def emit(record: dict[str, Any]) -> None:
 
 # --- clients: the same parsing fed by each HTTP client --------------------------------------
 
-BODY = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}],
-                   "max_tokens": 256, "stream": True,
-                   "stream_options": {"include_usage": True}}).encode()
+BODY = json.dumps(
+    {
+        "model": "m",
+        "messages": [{"role": "user", "content": "hi"}],
+        "max_tokens": 256,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+).encode()
 
 
 async def _httpx_stream(client: httpx.AsyncClient, url: str) -> int:
     state, decoder = _StreamState(chat=True), SSEDecoder()
-    async with client.stream("POST", url, content=BODY,
-                             headers={"Content-Type": "application/json"}) as resp:
+    async with client.stream(
+        "POST", url, content=BODY, headers={"Content-Type": "application/json"}
+    ) as resp:
         async for data in resp.aiter_raw():
             now = time.perf_counter()
             for ev in decoder.feed(data):
@@ -127,9 +139,15 @@ async def _client_cost(kind: str, url: str, streams: int, rounds: int) -> dict[s
         async with aiohttp.ClientSession(connector=connector) as session:
             tokens = await drive(lambda: _aiohttp_stream(session, url))
     cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
-    return {"bench": "clients", "client": kind, "streams": streams, "tokens": tokens,
-            "cpu_us_per_token": round(cpu / tokens * 1e6, 2),
-            "client_cpu_ratio": round(cpu / wall, 3), "tokens_per_wall_s": round(tokens / wall)}
+    return {
+        "bench": "clients",
+        "client": kind,
+        "streams": streams,
+        "tokens": tokens,
+        "cpu_us_per_token": round(cpu / tokens * 1e6, 2),
+        "client_cpu_ratio": round(cpu / wall, 3),
+        "tokens_per_wall_s": round(tokens / wall),
+    }
 
 
 def bench_clients(quick: bool) -> None:
@@ -143,6 +161,7 @@ def bench_clients(quick: bool) -> None:
 
 
 # --- fidelity --------------------------------------------------------------------------------
+
 
 def _uvloop_run(coro: Any) -> Any:
     from console.bench.loadgen.cli import _runner  # uvloop when installed, as the CLI runs
@@ -167,31 +186,46 @@ def _fidelity(pacing: str, jitter: str, quick: bool) -> None:
     with Server("--ttft-ms", "50", "--itl-ms", "40", "--jitter-ms", jitter) as server:
         for streams in (32, 128, 256):
             server.reset()
-            spec = WorkloadSpec(base_url=f"{server.base}/v1", model="m", concurrency=streams,
-                                requests=streams * (1 if quick else 2), warmup_s=0.5,
-                                max_tokens=32, prompt_tokens=64, processes=PROCESSES)
+            spec = WorkloadSpec(
+                base_url=f"{server.base}/v1",
+                model="m",
+                concurrency=streams,
+                requests=streams * (1 if quick else 2),
+                warmup_s=0.5,
+                max_tokens=32,
+                prompt_tokens=64,
+                processes=PROCESSES,
+            )
             result = _uvloop_run(run_workload(spec))
             truth = server.truth()
             measured = [s for s in result.samples if s.ok and not s.warmup and s.ttft]
             # Receive side: when the client saw the first token vs when the server wrote it.
-            seen_late = [s.send_time + s.ttft - truth[s.response_id]["first_chunk_unix"]
-                         for s in measured]
+            seen_late = [
+                s.send_time + s.ttft - truth[s.response_id]["first_chunk_unix"] for s in measured
+            ]
             # Send side: the server's arrival time vs the client's recorded send time.
             send_lag = [truth[s.response_id]["received_unix"] - s.send_time for s in measured]
             # Whole TTFT: client's figure vs the server's own (arrival -> first chunk).
             ttft_err = [s.ttft - truth[s.response_id]["server_ttft_s"] for s in measured]
             v = result.validity
-            emit({"bench": "fidelity", "pacing": pacing, "streams": streams, "measured": len(measured),
-                  "failed": sum(not s.ok for s in result.samples),
-                  "first_token_seen_late_p50_ms": _ms(seen_late, 50),
-                  "first_token_seen_late_p99_ms": _ms(seen_late, 99),
-                  "send_to_arrival_p50_ms": _ms(send_lag, 50),
-                  "send_to_arrival_p99_ms": _ms(send_lag, 99),
-                  "ttft_error_p50_ms": _ms(ttft_err, 50),
-                  "ttft_error_p99_ms": _ms(ttft_err, 99),
-                  "client_cpu_ratio": round(v["client_cpu_ratio"], 3),
-                  "loop_lag_p99_ms": round((v["loop_lag_p99_s"] or 0) * 1e3, 3),
-                  "flags": v["flags"]})
+            emit(
+                {
+                    "bench": "fidelity",
+                    "pacing": pacing,
+                    "streams": streams,
+                    "measured": len(measured),
+                    "failed": sum(not s.ok for s in result.samples),
+                    "first_token_seen_late_p50_ms": _ms(seen_late, 50),
+                    "first_token_seen_late_p99_ms": _ms(seen_late, 99),
+                    "send_to_arrival_p50_ms": _ms(send_lag, 50),
+                    "send_to_arrival_p99_ms": _ms(send_lag, 99),
+                    "ttft_error_p50_ms": _ms(ttft_err, 50),
+                    "ttft_error_p99_ms": _ms(ttft_err, 99),
+                    "client_cpu_ratio": round(v["client_cpu_ratio"], 3),
+                    "loop_lag_p99_ms": round((v["loop_lag_p99_s"] or 0) * 1e3, 3),
+                    "flags": v["flags"],
+                }
+            )
 
 
 def bench_sim(quick: bool) -> None:
@@ -204,9 +238,21 @@ def bench_sim(quick: bool) -> None:
         port = sock.getsockname()[1]
     for streams in (32, 128, 256):
         proc = subprocess.Popen(
-            [sys.executable, "-m", "gpu_agent.sim", "serve", "bench", "--port", str(port),
-             "--max-num-seqs", str(streams)], cwd=ROOT, stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL)
+            [
+                sys.executable,
+                "-m",
+                "gpu_agent.sim",
+                "serve",
+                "bench",
+                "--port",
+                str(port),
+                "--max-num-seqs",
+                str(streams),
+            ],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         try:
             if PIN:
                 _pin(proc.pid)
@@ -218,28 +264,48 @@ def bench_sim(quick: bool) -> None:
                 except OSError:
                     time.sleep(0.1)
             since = time.time()
-            spec = WorkloadSpec(base_url=f"{base}/v1", model="bench", concurrency=streams,
-                                requests=streams * (1 if quick else 2), warmup_s=1.0,
-                                max_tokens=32, prompt_tokens=64, processes=PROCESSES)
+            spec = WorkloadSpec(
+                base_url=f"{base}/v1",
+                model="bench",
+                concurrency=streams,
+                requests=streams * (1 if quick else 2),
+                warmup_s=1.0,
+                max_tokens=32,
+                prompt_tokens=64,
+                processes=PROCESSES,
+            )
             result = _uvloop_run(run_workload(spec))
             with urllib.request.urlopen(f"{base}/sim/v1/requests?since={since}") as resp:
                 truth = {r["id"]: r for r in json.load(resp)["data"]}
-            measured = [s for s in result.samples
-                        if s.ok and not s.warmup and s.ttft and s.response_id in truth]
-            seen_late = [s.send_time + s.ttft - truth[s.response_id]["first_token_time"]
-                         for s in measured]
-            ttft_err = [s.ttft - (truth[s.response_id]["first_token_time"]
-                                  - truth[s.response_id]["arrival_time"]) for s in measured]
+            measured = [
+                s
+                for s in result.samples
+                if s.ok and not s.warmup and s.ttft and s.response_id in truth
+            ]
+            seen_late = [
+                s.send_time + s.ttft - truth[s.response_id]["first_token_time"] for s in measured
+            ]
+            ttft_err = [
+                s.ttft
+                - (truth[s.response_id]["first_token_time"] - truth[s.response_id]["arrival_time"])
+                for s in measured
+            ]
             v = result.validity
-            emit({"bench": "sim", "streams": streams, "measured": len(measured),
-                  "failed": sum(not s.ok for s in result.samples),
-                  "first_token_seen_late_p50_ms": _ms(seen_late, 50),
-                  "first_token_seen_late_p99_ms": _ms(seen_late, 99),
-                  "ttft_error_p50_ms": _ms(ttft_err, 50),
-                  "ttft_error_p99_ms": _ms(ttft_err, 99),
-                  "client_cpu_ratio": round(v["client_cpu_ratio"], 3),
-                  "loop_lag_p99_ms": round((v["loop_lag_p99_s"] or 0) * 1e3, 3),
-                  "flags": v["flags"]})
+            emit(
+                {
+                    "bench": "sim",
+                    "streams": streams,
+                    "measured": len(measured),
+                    "failed": sum(not s.ok for s in result.samples),
+                    "first_token_seen_late_p50_ms": _ms(seen_late, 50),
+                    "first_token_seen_late_p99_ms": _ms(seen_late, 99),
+                    "ttft_error_p50_ms": _ms(ttft_err, 50),
+                    "ttft_error_p99_ms": _ms(ttft_err, 99),
+                    "client_cpu_ratio": round(v["client_cpu_ratio"], 3),
+                    "loop_lag_p99_ms": round((v["loop_lag_p99_s"] or 0) * 1e3, 3),
+                    "flags": v["flags"],
+                }
+            )
         finally:
             proc.terminate()
             proc.wait()
@@ -247,38 +313,63 @@ def bench_sim(quick: bool) -> None:
 
 # --- throughput per client core ----------------------------------------------------------------
 
+
 def bench_throughput(quick: bool) -> None:
     # No pacing: the server writes as fast as it can (burst = events per write); the figure is
     # output tokens per CPU second of the client process, i.e. per client core.
     for burst in ("1", "8"):
         with Server("--ttft-ms", "0", "--itl-ms", "0", "--burst", burst) as server:
             streams = 64
-            spec = WorkloadSpec(base_url=f"{server.base}/v1", model="m", concurrency=streams,
-                                requests=streams * (2 if quick else 6), max_tokens=256,
-                                prompt_tokens=16)
+            spec = WorkloadSpec(
+                base_url=f"{server.base}/v1",
+                model="m",
+                concurrency=streams,
+                requests=streams * (2 if quick else 6),
+                max_tokens=256,
+                prompt_tokens=16,
+            )
             result = _uvloop_run(run_workload(spec))
             v, overall = result.validity, result.summary["overall"]
             tokens = overall["output_tokens"]
-            emit({"bench": "throughput", "server_events_per_write": int(burst),
-                  "streams": streams, "tokens": tokens, "failed": overall["errors"],
-                  "tokens_per_client_cpu_s": round(tokens / v["client_cpu_s"]),
-                  "tokens_per_wall_s": round(overall["output_throughput_tps"]),
-                  "client_cpu_ratio": round(v["client_cpu_ratio"], 3)})
+            emit(
+                {
+                    "bench": "throughput",
+                    "server_events_per_write": int(burst),
+                    "streams": streams,
+                    "tokens": tokens,
+                    "failed": overall["errors"],
+                    "tokens_per_client_cpu_s": round(tokens / v["client_cpu_s"]),
+                    "tokens_per_wall_s": round(overall["output_throughput_tps"]),
+                    "client_cpu_ratio": round(v["client_cpu_ratio"], 3),
+                }
+            )
 
 
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("benches", nargs="*", default=["clients", "fidelity", "throughput"],
-                   help="clients, fidelity, throughput, sim (needs gpu_agent.sim)")
+    p.add_argument(
+        "benches",
+        nargs="*",
+        default=["clients", "fidelity", "throughput"],
+        help="clients, fidelity, throughput, sim (needs gpu_agent.sim)",
+    )
     p.add_argument("--quick", action="store_true", help="fewer requests")
-    p.add_argument("--processes", type=int, default=1,
-                   help="client processes for fidelity and sim (one per spare core)")
+    p.add_argument(
+        "--processes",
+        type=int,
+        default=1,
+        help="client processes for fidelity and sim (one per spare core)",
+    )
     args = p.parse_args()
     global PROCESSES
     PROCESSES = args.processes
     for name in args.benches:
-        {"clients": bench_clients, "fidelity": bench_fidelity,
-         "throughput": bench_throughput, "sim": bench_sim}[name](args.quick)
+        {
+            "clients": bench_clients,
+            "fidelity": bench_fidelity,
+            "throughput": bench_throughput,
+            "sim": bench_sim,
+        }[name](args.quick)
 
 
 if __name__ == "__main__":

@@ -36,8 +36,9 @@ class RefServerProcess:
         return data
 
     def reset(self) -> None:
-        req = urllib.request.Request(f"http://127.0.0.1:{self.port}/ground-truth/reset",
-                                     method="POST")
+        req = urllib.request.Request(
+            f"http://127.0.0.1:{self.port}/ground-truth/reset", method="POST"
+        )
         urllib.request.urlopen(req).close()
 
     def stop(self) -> None:
@@ -74,10 +75,11 @@ async def canned_server() -> AsyncIterator[CannedFactory]:
     async def start(body: bytes) -> str:
         async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             await reader.readuntil(b"\r\n\r\n")
-            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
-                         b"Connection: close\r\n\r\n")
+            writer.write(
+                b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
+            )
             for i in range(0, len(body), 7):  # split events across reads on purpose
-                writer.write(body[i:i + 7])
+                writer.write(body[i : i + 7])
                 await writer.drain()
                 await asyncio.sleep(0)
             writer.close()

@@ -12,16 +12,38 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def loadgen(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "console.bench.loadgen", *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "console.bench.loadgen", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_it_prints_a_table_and_writes_json(refserver: Any, tmp_path: Path) -> None:
     out = tmp_path / "run.json"
     base = refserver.base_url.removesuffix("/v1")  # without /v1 works too
-    proc = loadgen("--base-url", base, "--model", "m", "--concurrency", "4", "--requests", "12",
-                   "--prompt-tokens", "64", "--max-tokens", "8", "--api-key", "sk-test-1234",
-                   "--tier-mix", "online=0.7,batch=0.2,offline=0.1", "--json", str(out))
+    proc = loadgen(
+        "--base-url",
+        base,
+        "--model",
+        "m",
+        "--concurrency",
+        "4",
+        "--requests",
+        "12",
+        "--prompt-tokens",
+        "64",
+        "--max-tokens",
+        "8",
+        "--api-key",
+        "sk-test-1234",
+        "--tier-mix",
+        "online=0.7,batch=0.2,offline=0.1",
+        "--json",
+        str(out),
+    )
     assert proc.returncode == 0, proc.stderr
     assert "TTFT p50/p90/p99 ms" in proc.stdout
     assert "overall" in proc.stdout
@@ -44,7 +66,6 @@ def test_it_exits_nonzero_when_nothing_succeeds() -> None:
 
 
 def test_bad_options_name_the_field() -> None:
-    proc = loadgen("--base-url", "http://127.0.0.1:9/v1", "--model", "m",
-                   "--tier-mix", "online")
+    proc = loadgen("--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--tier-mix", "online")
     assert proc.returncode == 2
     assert "tier_mix" in proc.stderr

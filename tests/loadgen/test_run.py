@@ -17,8 +17,12 @@ TTFT, ITL = 0.030, 0.005
 
 
 def spec_for(server: Any, **kw: Any) -> WorkloadSpec:
-    values: dict[str, Any] = {"base_url": server.base_url, "model": "m", "max_tokens": 16,
-                              "prompt_tokens": 32}
+    values: dict[str, Any] = {
+        "base_url": server.base_url,
+        "model": "m",
+        "max_tokens": 16,
+        "prompt_tokens": 32,
+    }
     values.update(kw)
     return WorkloadSpec(**values)
 
@@ -39,8 +43,7 @@ async def test_figures_match_the_servers_schedule(refserver: Any) -> None:
     # 8 streams of ~30 + 15 * 5 = 105 ms each: about 76 requests/s at most.
     ideal = 8 / (TTFT + 15 * ITL)
     assert 0.5 * ideal < overall["request_throughput_rps"] <= 1.05 * ideal
-    assert overall["output_throughput_tps"] == pytest.approx(
-        overall["request_throughput_rps"] * 16)
+    assert overall["output_throughput_tps"] == pytest.approx(overall["request_throughput_rps"] * 16)
     # Response ids and tiers are what the server saw, and its TTFT agrees with ours.
     truth = refserver.ground_truth()
     assert {s.response_id for s in result.samples} == set(truth)
@@ -58,8 +61,7 @@ async def test_cancel_stops_a_long_run_and_keeps_what_completed(refserver: Any) 
     progress: list[Progress] = []
     spec = spec_for(refserver, concurrency=4, duration_s=60)
     started = time.monotonic()
-    task = asyncio.create_task(run_workload(spec, cancel_event=cancel,
-                                            on_progress=progress.append))
+    task = asyncio.create_task(run_workload(spec, cancel_event=cancel, on_progress=progress.append))
     await asyncio.sleep(1.2)
     cancel.set()
     result = await asyncio.wait_for(task, timeout=5)
@@ -141,12 +143,14 @@ def test_sync_callers_cancel_through_a_threading_event(refserver: Any) -> None:
 async def test_poisson_arrivals_are_seeded_and_average_the_rate(refserver: Any) -> None:
     spec = spec_for(refserver, rate=100, arrival="poisson", requests=30, seed=7, max_tokens=2)
     first = await run_workload(spec)
-    gaps = [b - a for a, b in itertools.pairwise(
-        sorted(s.scheduled_time or 0 for s in first.samples))]
+    gaps = [
+        b - a for a, b in itertools.pairwise(sorted(s.scheduled_time or 0 for s in first.samples))
+    ]
     # 29 exponential gaps with mean 10 ms: the sample mean lies well within 4-25 ms.
     assert 0.004 < sum(gaps) / len(gaps) < 0.025
     assert len(set(round(g, 4) for g in gaps)) > 20  # not a constant spacing
     again = await run_workload(spec)
-    again_gaps = [b - a for a, b in itertools.pairwise(
-        sorted(s.scheduled_time or 0 for s in again.samples))]
+    again_gaps = [
+        b - a for a, b in itertools.pairwise(sorted(s.scheduled_time or 0 for s in again.samples))
+    ]
     assert again_gaps == pytest.approx(gaps, abs=1e-3)

@@ -11,8 +11,12 @@ from console.bench.loadgen.shards import split_spec
 
 
 def spec(**kw: Any) -> WorkloadSpec:
-    values: dict[str, Any] = {"base_url": "http://x/v1", "model": "m", "max_tokens": 16,
-                              "prompt_tokens": 32}
+    values: dict[str, Any] = {
+        "base_url": "http://x/v1",
+        "model": "m",
+        "max_tokens": 16,
+        "prompt_tokens": 32,
+    }
     values.update(kw)
     return WorkloadSpec(**values)
 
@@ -38,8 +42,13 @@ async def test_a_split_run_merges_into_one_result(refserver: Any) -> None:
     refserver.reset()
     progress: list[Progress] = []
     result = await run_workload(
-        spec(base_url=refserver.base_url, concurrency=4, requests=12, processes=2,
-             tier_mix={"online": 1.0}),
+        spec(
+            base_url=refserver.base_url,
+            concurrency=4,
+            requests=12,
+            processes=2,
+            tier_mix={"online": 1.0},
+        ),
         on_progress=progress.append,
     )
     assert len(result.samples) == 12
@@ -56,9 +65,12 @@ async def test_a_split_run_merges_into_one_result(refserver: Any) -> None:
 async def test_cancel_reaches_every_process(refserver: Any) -> None:
     cancel = asyncio.Event()
     started = time.monotonic()
-    task = asyncio.create_task(run_workload(
-        spec(base_url=refserver.base_url, concurrency=4, duration_s=60, processes=2),
-        cancel_event=cancel))
+    task = asyncio.create_task(
+        run_workload(
+            spec(base_url=refserver.base_url, concurrency=4, duration_s=60, processes=2),
+            cancel_event=cancel,
+        )
+    )
     await asyncio.sleep(2.5)
     cancel.set()
     result = await asyncio.wait_for(task, timeout=10)

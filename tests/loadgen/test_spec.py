@@ -24,19 +24,35 @@ LOADGEN_DIR = Path(__file__).resolve().parents[2] / "console" / "bench" / "loadg
 
 # Seed 003's client settings.json, as printed in the report.
 SEED003: dict[str, Any] = {
-    "api": {"base_url": "https://taotoken.net/api", "api_key_env": "TAOTOKEN_API_KEY",
-            "timeout_seconds": 120, "max_retries": 3},
-    "load_test": {"concurrency": 128, "duration_seconds": 300, "request_rate": 0,
-                  "warmup_seconds": 30},
-    "workload": {"prompt_tokens": 512, "max_output_tokens": 256, "stream": True,
-                 "temperature": 0.7},
+    "api": {
+        "base_url": "https://taotoken.net/api",
+        "api_key_env": "TAOTOKEN_API_KEY",
+        "timeout_seconds": 120,
+        "max_retries": 3,
+    },
+    "load_test": {
+        "concurrency": 128,
+        "duration_seconds": 300,
+        "request_rate": 0,
+        "warmup_seconds": 30,
+    },
+    "workload": {
+        "prompt_tokens": 512,
+        "max_output_tokens": 256,
+        "stream": True,
+        "temperature": 0.7,
+    },
     "metrics": {"collect_tps": True, "sample_interval_ms": 500},
 }
 
 
 def base(**kw: object) -> WorkloadSpec:
-    values: dict[str, object] = {"base_url": "http://x/v1", "model": "m", "concurrency": 1,
-                                 "requests": 1}
+    values: dict[str, object] = {
+        "base_url": "http://x/v1",
+        "model": "m",
+        "concurrency": 1,
+        "requests": 1,
+    }
     values.update(kw)
     return WorkloadSpec.from_dict(values)
 
@@ -55,8 +71,13 @@ def test_seed003_settings_import_as_a_workload() -> None:
 
 
 def test_spec_round_trips_through_a_dict_without_the_key() -> None:
-    spec = base(api_key="sk-secret", stages=[{"concurrency": 2, "duration_s": 5}],
-                concurrency=None, requests=None, tier_mix={"online": 1.0})
+    spec = base(
+        api_key="sk-secret",
+        stages=[{"concurrency": 2, "duration_s": 5}],
+        concurrency=None,
+        requests=None,
+        tier_mix={"online": 1.0},
+    )
     data = spec.to_dict()
     assert data["api_key"] is None
     assert "sk-secret" not in json.dumps(data)
@@ -83,7 +104,10 @@ def test_invalid_specs_name_the_field(change: dict[str, object], field: str) -> 
 
 def test_cli_strings_parse() -> None:
     assert parse_tier_mix("online=0.7, batch=0.2,offline=0.1") == {
-        "online": 0.7, "batch": 0.2, "offline": 0.1}
+        "online": 0.7,
+        "batch": 0.2,
+        "offline": 0.1,
+    }
     assert parse_stages("32:60,128:180") == [Stage(32, 60.0), Stage(128, 180.0)]
     with pytest.raises(SpecError):
         parse_tier_mix("online")
@@ -124,8 +148,10 @@ def test_tier_mix_is_seeded_and_close_to_the_weights() -> None:
 
 def test_prompts_file_lines_override_length_and_tier(tmp_path: Path) -> None:
     path = tmp_path / "p.jsonl"
-    path.write_text('{"prompt": "hi there", "max_tokens": 5, "tier": "batch"}\n\n'
-                    '{"messages": [{"role": "user", "content": "yo"}]}\n')
+    path.write_text(
+        '{"prompt": "hi there", "max_tokens": 5, "tier": "batch"}\n\n'
+        '{"messages": [{"role": "user", "content": "yo"}]}\n'
+    )
     factory = RequestFactory(base(prompts_file=str(path), endpoint="completions"))
     first, second, third = (factory.make(i) for i in range(3))
     assert json.loads(first.body)["prompt"] == "hi there"

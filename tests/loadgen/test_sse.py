@@ -14,12 +14,12 @@ def feed_all(pieces: list[bytes]) -> list[SSEEvent]:
 
 
 STREAM = (
-    b': keep-alive comment\n'
+    b": keep-alive comment\n"
     b'data: {"a": 1}\n\n'
     b'event: error\ndata: {"error": {"message": "boom"}}\n\n'
-    b'data: line one\ndata: line two\n\n'
-    b'id: 7\ndata:no-space\n\n'
-    b'data: [DONE]\n\n'
+    b"data: line one\ndata: line two\n\n"
+    b"id: 7\ndata:no-space\n\n"
+    b"data: [DONE]\n\n"
 )
 EXPECTED = [
     SSEEvent('{"a": 1}'),
@@ -35,7 +35,7 @@ def test_whole_stream_in_one_read_gives_every_event_in_order() -> None:
 
 
 def test_a_stream_fed_byte_by_byte_gives_the_same_events() -> None:
-    assert feed_all([STREAM[i:i + 1] for i in range(len(STREAM))]) == EXPECTED
+    assert feed_all([STREAM[i : i + 1] for i in range(len(STREAM))]) == EXPECTED
 
 
 def test_crlf_and_bare_cr_line_endings_are_equivalent_to_lf() -> None:
@@ -46,7 +46,7 @@ def test_crlf_and_bare_cr_line_endings_are_equivalent_to_lf() -> None:
     # CRLF split between two reads must not count as two line ends (an empty line would
     # dispatch early).
     assert feed_all([b"data: a\r", b"\ndata: b\r\n\r\n"]) == [SSEEvent("a\nb")]
-    assert feed_all([crlf[i:i + 1] for i in range(len(crlf))]) == EXPECTED
+    assert feed_all([crlf[i : i + 1] for i in range(len(crlf))]) == EXPECTED
 
 
 def test_events_are_only_dispatched_by_the_blank_line() -> None:

@@ -8,9 +8,18 @@ from console.bench.loadgen import RequestSample, summarize, timeseries
 from console.bench.loadgen.stats import itl_stats, validity
 
 
-def sample(index: int, send: float, ttft: float, e2e: float, tokens: int, *,
-           tier: str | None = "online", gaps: list[float] | None = None,
-           error: str | None = None, warmup: bool = False) -> RequestSample:
+def sample(
+    index: int,
+    send: float,
+    ttft: float,
+    e2e: float,
+    tokens: int,
+    *,
+    tier: str | None = "online",
+    gaps: list[float] | None = None,
+    error: str | None = None,
+    warmup: bool = False,
+) -> RequestSample:
     s = RequestSample(index=index, send_time=send, tier=tier, warmup=warmup, error=error)
     if error is None:
         s.ttft, s.e2e, s.output_tokens, s.content_chunks = ttft, e2e, tokens, tokens

@@ -10,11 +10,14 @@ from console.bench.loadgen import RequestSample, WorkloadSpec, run_workload
 CannedFactory = Callable[[bytes], Awaitable[str]]  # the canned_server fixture
 
 
-def chunk(content: str | None = None, usage: dict[str, int] | None = None,
-          rid: str = "chatcmpl-1") -> bytes:
-    body: dict[str, object] = {"id": rid, "object": "chat.completion.chunk",
-                               "choices": [] if content is None else
-                               [{"index": 0, "delta": {"content": content}}]}
+def chunk(
+    content: str | None = None, usage: dict[str, int] | None = None, rid: str = "chatcmpl-1"
+) -> bytes:
+    body: dict[str, object] = {
+        "id": rid,
+        "object": "chat.completion.chunk",
+        "choices": [] if content is None else [{"index": 0, "delta": {"content": content}}],
+    }
     if usage is not None:
         body["usage"] = usage
     return b"data: " + json.dumps(body).encode() + b"\r\n\r\n"
@@ -28,8 +31,14 @@ async def one(base_url: str) -> RequestSample:
 
 
 async def test_a_complete_stream_takes_tokens_from_usage(canned_server: CannedFactory) -> None:
-    body = (b": comment\n\n" + chunk("") + chunk("Hel") + chunk("lo")
-            + chunk(usage={"prompt_tokens": 9, "completion_tokens": 3}) + b"data: [DONE]\n\n")
+    body = (
+        b": comment\n\n"
+        + chunk("")
+        + chunk("Hel")
+        + chunk("lo")
+        + chunk(usage={"prompt_tokens": 9, "completion_tokens": 3})
+        + b"data: [DONE]\n\n"
+    )
     sample = await one(await canned_server(body))
     assert sample.error is None
     assert sample.status == 200
@@ -56,8 +65,11 @@ async def test_abrupt_close_before_done_is_an_error(canned_server: CannedFactory
 
 
 async def test_an_error_event_is_an_error(canned_server: CannedFactory) -> None:
-    body = (chunk("a") + b'event: error\ndata: {"error": {"message": "engine died"}}\n\n'
-            + b"data: [DONE]\n\n")
+    body = (
+        chunk("a")
+        + b'event: error\ndata: {"error": {"message": "engine died"}}\n\n'
+        + b"data: [DONE]\n\n"
+    )
     sample = await one(await canned_server(body))
     assert sample.error == "engine died"
 

@@ -37,6 +37,12 @@ Library (what the console's Celery task calls)::
   seconds. Pooled ITL percentiles need each sample's raw gaps (``keep_itl_raw``); without
   them each request's mean gap stands in (``itl_source: "per_request_mean"``).
 
+- ``WorkloadSpec.processes`` (``--processes N``) splits the streams over N client processes,
+  one event loop each (``shards.py``), merged into one ``RunResult``; use it past ~64 streams
+  on a machine with spare cores (docs/performance.md, "Load generator").
+- ``python -m console.bench.loadgen.refserver``: a deterministic streaming server with
+  per-request ground truth, for tests and ``perf/bench_loadgen.py``.
+
 Semantics (DESIGN.md 6): TTFT = send -> first non-empty content delta; ITL = every gap between
 content chunks; TPOT = (e2e - ttft) / (output_tokens - 1); token counts from ``usage``
 (``stream_options.include_usage`` is always requested), falling back to the content chunk

@@ -30,8 +30,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--base-url", required=True, help="e.g. http://127.0.0.1:8000/v1")
     p.add_argument("--model", required=True)
-    p.add_argument("--api-key", default=os.environ.get("TIERGATE_LOADGEN_API_KEY"),
-                   help="bearer key (default: $TIERGATE_LOADGEN_API_KEY)")
+    p.add_argument(
+        "--api-key",
+        default=os.environ.get("TIERGATE_LOADGEN_API_KEY"),
+        help="bearer key (default: $TIERGATE_LOADGEN_API_KEY)",
+    )
     p.add_argument("--endpoint", choices=("chat", "completions"), default="chat")
     shape = p.add_mutually_exclusive_group()
     shape.add_argument("--concurrency", type=int, help="requests kept in flight")
@@ -56,8 +59,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--slo-ttft-ms", type=float)
     p.add_argument("--slo-tpot-ms", type=float)
     p.add_argument("--keep-itl", action="store_true", help="keep every ITL gap in the JSON")
-    p.add_argument("--processes", type=int, default=1,
-                   help="split the streams over N client processes (one core each)")
+    p.add_argument(
+        "--processes",
+        type=int,
+        default=1,
+        help="split the streams over N client processes (one core each)",
+    )
     p.add_argument("--json", dest="json_path", help="write the full result here")
     p.add_argument("--quiet", action="store_true", help="no progress line")
     return p
@@ -106,9 +113,11 @@ def _ms(value: float | None) -> str:
 
 def format_summary(result: RunResult) -> str:
     metrics = ("ttft_s", "tpot_s", "itl_s", "e2e_s")
-    header = f"{'tier':<10} {'n':>6} {'err':>5} " + " ".join(
-        f"{m[:-2].upper() + ' p50/p90/p99 ms':>24}" for m in metrics
-    ) + f" {'req/s':>8} {'tok/s':>9}"
+    header = (
+        f"{'tier':<10} {'n':>6} {'err':>5} "
+        + " ".join(f"{m[:-2].upper() + ' p50/p90/p99 ms':>24}" for m in metrics)
+        + f" {'req/s':>8} {'tok/s':>9}"
+    )
     lines = [header, "-" * len(header)]
     for tier, s in result.summary.items():
         cells = " ".join(

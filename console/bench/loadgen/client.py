@@ -117,7 +117,9 @@ class _StreamState:
         choices = obj.get("choices")
         if choices:
             choice = choices[0]
-            content = (choice.get("delta") or {}).get("content") if self.chat else choice.get("text")
+            content = (
+                (choice.get("delta") or {}).get("content") if self.chat else choice.get("text")
+            )
             if content:
                 self.times.append(now)
         usage = obj.get("usage")

@@ -35,8 +35,15 @@ class Schedule:
     jitter_s: float = 0.0
 
 
-def _chunk(rid: str, created: int, model: str, chat: bool, text: str | None,
-           finish: str | None = None, role: bool = False) -> bytes:
+def _chunk(
+    rid: str,
+    created: int,
+    model: str,
+    chat: bool,
+    text: str | None,
+    finish: str | None = None,
+    role: bool = False,
+) -> bytes:
     if chat:
         delta: dict[str, Any] = {"role": "assistant", "content": ""} if role else {}
         if text is not None:
@@ -91,22 +98,39 @@ class RefServer:
         chat = request.path.endswith("/chat/completions")
         tokens = int(body.get("max_tokens") or 16)
         model = str(body.get("model", "ref-model"))
-        record: dict[str, Any] = {"tier": request.headers.get("X-Tiergate-Tier"),
-                                  "arrived_unix": arrived_unix, "received_unix": time.time()}
+        record: dict[str, Any] = {
+            "tier": request.headers.get("X-Tiergate-Tier"),
+            "arrived_unix": arrived_unix,
+            "received_unix": time.time(),
+        }
         self.truth[rid] = record
         created = int(time.time())
         prompt_tokens = len(str(body.get("messages") or body.get("prompt") or "").split())
-        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": tokens,
-                 "total_tokens": prompt_tokens + tokens}
+        usage = {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": tokens,
+            "total_tokens": prompt_tokens + tokens,
+        }
         if not body.get("stream"):
             await asyncio.sleep(ttft + self.schedule.itl_s * (tokens - 1))
-            return web.json_response({"id": rid, "object": "chat.completion", "model": model,
-                                      "choices": [{"index": 0, "finish_reason": "length",
-                                                   "message": {"role": "assistant",
-                                                               "content": " tok" * tokens}}],
-                                      "usage": usage})
-        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream",
-                                           "Cache-Control": "no-cache"})
+            return web.json_response(
+                {
+                    "id": rid,
+                    "object": "chat.completion",
+                    "model": model,
+                    "choices": [
+                        {
+                            "index": 0,
+                            "finish_reason": "length",
+                            "message": {"role": "assistant", "content": " tok" * tokens},
+                        }
+                    ],
+                    "usage": usage,
+                }
+            )
+        resp = web.StreamResponse(
+            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        )
         await resp.prepare(request)
         if chat:  # vLLM opens with a role-only chunk whose content is empty
             await resp.write(_chunk(rid, created, model, chat, None, role=True))
@@ -127,9 +151,20 @@ class RefServer:
             pending.clear()
         tail = _chunk(rid, created, model, chat, None if chat else "", finish="length")
         if self.schedule.usage:
-            tail += b"data: " + json.dumps({"id": rid, "object": "chat.completion.chunk",
-                                            "created": created, "model": model, "choices": [],
-                                            "usage": usage}).encode() + b"\n\n"
+            tail += (
+                b"data: "
+                + json.dumps(
+                    {
+                        "id": rid,
+                        "object": "chat.completion.chunk",
+                        "created": created,
+                        "model": model,
+                        "choices": [],
+                        "usage": usage,
+                    }
+                ).encode()
+                + b"\n\n"
+            )
         await resp.write(tail + b"data: [DONE]\n\n")
         await resp.write_eof()
         return resp
@@ -156,8 +191,13 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--jitter-ms", type=float, default=0.0, help="spread of the TTFT")
     p.add_argument("--no-usage", action="store_true")
     args = p.parse_args(argv)
-    schedule = Schedule(args.ttft_ms / 1000, args.itl_ms / 1000, max(args.burst, 1),
-                        not args.no_usage, args.jitter_ms / 1000)
+    schedule = Schedule(
+        args.ttft_ms / 1000,
+        args.itl_ms / 1000,
+        max(args.burst, 1),
+        not args.no_usage,
+        args.jitter_ms / 1000,
+    )
     try:
         import uvloop
 

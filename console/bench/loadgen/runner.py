@@ -274,8 +274,9 @@ async def run_workload(
     if on_progress is not None:
         final = run.progress()
         on_progress(
-            Progress(100.0, final.elapsed_s, final.requests_done, final.errors,
-                     final.current_p99_ttft_s)
+            Progress(
+                100.0, final.elapsed_s, final.requests_done, final.errors, final.current_p99_ttft_s
+            )
         )
     return RunResult(
         spec=spec.to_dict(),

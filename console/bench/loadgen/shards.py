@@ -48,16 +48,20 @@ def split_spec(spec: WorkloadSpec) -> list[WorkloadSpec]:
     parts = max(parts, 1)
     shards = []
     for i in range(parts):
-        shards.append(dataclasses.replace(
-            spec,
-            processes=1,
-            seed=spec.seed * SEED_STRIDE + i,
-            concurrency=None if spec.concurrency is None else _share(spec.concurrency, parts, i),
-            rate=None if spec.rate is None else spec.rate / parts,
-            stages=[Stage(_share(s.concurrency, parts, i), s.duration_s) for s in spec.stages],
-            requests=None if spec.requests is None else _share(spec.requests, parts, i),
-            keep_itl_raw=True,  # the parent pools every gap
-        ))
+        shards.append(
+            dataclasses.replace(
+                spec,
+                processes=1,
+                seed=spec.seed * SEED_STRIDE + i,
+                concurrency=None
+                if spec.concurrency is None
+                else _share(spec.concurrency, parts, i),
+                rate=None if spec.rate is None else spec.rate / parts,
+                stages=[Stage(_share(s.concurrency, parts, i), s.duration_s) for s in spec.stages],
+                requests=None if spec.requests is None else _share(spec.requests, parts, i),
+                keep_itl_raw=True,  # the parent pools every gap
+            )
+        )
     return shards
 
 
@@ -67,29 +71,44 @@ def merge(spec: WorkloadSpec, parts: list[dict[str, Any]], cancelled: bool) -> R
     for index, sample in enumerate(samples):
         sample.index = index
     window = (min(p["window"][0] for p in parts), max(p["window"][1] for p in parts))
-    summary = stats.summarize(samples, window, slo_ttft_ms=spec.slo_ttft_ms,
-                              slo_tpot_ms=spec.slo_tpot_ms)
+    summary = stats.summarize(
+        samples, window, slo_ttft_ms=spec.slo_ttft_ms, slo_tpot_ms=spec.slo_tpot_ms
+    )
     series = stats.timeseries(samples, window)
     busiest = max(parts, key=lambda p: p["validity"]["client_cpu_ratio"] or 0)
-    validity = stats.validity(samples, loop_lags=[], cpu_s=busiest["validity"]["client_cpu_s"],
-                              wall_s=busiest["validity"]["wall_s"])
+    validity = stats.validity(
+        samples,
+        loop_lags=[],
+        cpu_s=busiest["validity"]["client_cpu_s"],
+        wall_s=busiest["validity"]["wall_s"],
+    )
     # Loop lag is per process: report the worst shard's, and flag on it.
     for key in ("loop_lag_p99_s", "loop_lag_max_s"):
         values = [p["validity"][key] for p in parts if p["validity"][key] is not None]
         validity[key] = max(values) if values else None
-    validity["loop_lag_s"] = max((p["validity"]["loop_lag_s"] for p in parts),
-                                 key=lambda d: d["p99"] or 0)
-    validity["flags"] = sorted({f for p in parts for f in p["validity"]["flags"]
-                                if f.startswith("loop_lag")} | set(validity["flags"]))
+    validity["loop_lag_s"] = max(
+        (p["validity"]["loop_lag_s"] for p in parts), key=lambda d: d["p99"] or 0
+    )
+    validity["flags"] = sorted(
+        {f for p in parts for f in p["validity"]["flags"] if f.startswith("loop_lag")}
+        | set(validity["flags"])
+    )
     validity["valid"] = not validity["flags"]
     validity["processes"] = len(parts)
     if not spec.keep_itl_raw:
         for sample in samples:
             sample.itl_raw = None
-    return RunResult(spec=spec.to_dict(), started_at=min(p["started_at"] for p in parts),
-                     finished_at=max(p["finished_at"] for p in parts), window=window,
-                     samples=samples, summary=summary, timeseries=series, validity=validity,
-                     cancelled=cancelled or any(p["cancelled"] for p in parts))
+    return RunResult(
+        spec=spec.to_dict(),
+        started_at=min(p["started_at"] for p in parts),
+        finished_at=max(p["finished_at"] for p in parts),
+        window=window,
+        samples=samples,
+        summary=summary,
+        timeseries=series,
+        validity=validity,
+        cancelled=cancelled or any(p["cancelled"] for p in parts),
+    )
 
 
 async def run_sharded(
@@ -104,9 +123,13 @@ async def run_sharded(
     procs = []
     for shard in shard_specs:
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "console.bench.loadgen.shards",
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            limit=1 << 30)
+            sys.executable,
+            "-m",
+            "console.bench.loadgen.shards",
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            limit=1 << 30,
+        )
         assert proc.stdin is not None
         payload = {"spec": {**shard.to_dict(), "api_key": spec.api_key}, "start_at": start_at}
         proc.stdin.write(json.dumps(payload).encode() + b"\n")
@@ -157,10 +180,15 @@ async def run_sharded(
     result = merge(spec, list(parts), cancelled)
     if on_progress is not None:
         final = _combine([p for p in latest if p is not None]) if all(latest) else None
-        on_progress(Progress(100.0, final.elapsed_s if final else 0.0,
-                             result.summary["overall"]["count"],
-                             result.summary["overall"]["errors"],
-                             final.current_p99_ttft_s if final else None))
+        on_progress(
+            Progress(
+                100.0,
+                final.elapsed_s if final else 0.0,
+                result.summary["overall"]["count"],
+                result.summary["overall"]["errors"],
+                final.current_p99_ttft_s if final else None,
+            )
+        )
     return result
 
 

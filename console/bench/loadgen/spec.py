@@ -165,8 +165,9 @@ def parse_stages(text: str) -> list[Stage]:
     return stages
 
 
-def from_seed003_settings(d: dict[str, Any], *, base_url: str | None = None,
-                          model: str | None = None) -> WorkloadSpec:
+def from_seed003_settings(
+    d: dict[str, Any], *, base_url: str | None = None, model: str | None = None
+) -> WorkloadSpec:
     """Import seed 003's client `settings.json` (api / load_test / workload sections).
 
     `request_rate: 0` means "no rate limit" there, i.e. fixed concurrency. The key itself is
@@ -197,7 +198,6 @@ def from_seed003_settings(d: dict[str, Any], *, base_url: str | None = None,
         prompt_tokens=int(work.get("prompt_tokens", 128)),
         max_tokens=int(work.get("max_output_tokens", work.get("output_tokens", 128))),
         stream=bool(work.get("stream", True)),
-        temperature=(float(work["temperature"]) if work.get("temperature") is not None
-                     else None),
+        temperature=(float(work["temperature"]) if work.get("temperature") is not None else None),
         timeout_s=float(api.get("timeout_seconds", 600)),
     )

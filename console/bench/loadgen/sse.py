@@ -58,8 +58,7 @@ class SSEDecoder:
                 data.append(raw[6:].decode("utf-8", errors="replace"))
                 continue
             if not raw and data and self._id is None and data != [""]:
-                events.append(SSEEvent("\n".join(data), self._event or "message",
-                                       self._last_id))
+                events.append(SSEEvent("\n".join(data), self._event or "message", self._last_id))
                 data.clear()
                 self._event = ""
                 continue

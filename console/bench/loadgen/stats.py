@@ -192,9 +192,7 @@ def validity(
     dispatch = distribution(s.dispatch_lag for s in measured)
     loop = distribution(loop_lags)
     ok = [s for s in measured if s.ok]
-    mismatched = sum(
-        1 for s in ok if not s.usage_missing and s.output_tokens != s.content_chunks
-    )
+    mismatched = sum(1 for s in ok if not s.usage_missing and s.output_tokens != s.content_chunks)
     errors = len(measured) - len(ok)
     figures = {
         "dispatch_lag_p99_s": dispatch["p99"],
