@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from itertools import pairwise
@@ -30,6 +31,7 @@ from pydantic import (
 )
 
 DEFAULT_MAX_IN_FLIGHT = 256
+_QUEUE_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 PositiveInt = Annotated[StrictInt, Field(gt=0)]
 NonNegativeInt = Annotated[StrictInt, Field(ge=0)]
@@ -165,6 +167,13 @@ def _cross_field_errors(
     queues = queues if isinstance(queues, Mapping) else {}
     seen: dict[int, str] = {}
     for name, queue in queues.items():
+        if isinstance(name, str) and not _QUEUE_NAME.fullmatch(name):
+            # Names travel in dotted paths, metric labels and the X-Tiergate-Tier header.
+            errors.append(
+                FieldError(
+                    f"scheduler.queues.{name}", "name must be 1-64 letters, digits, '-' or '_'"
+                )
+            )
         if not isinstance(queue, Mapping):
             continue
         prio = queue.get("priority")

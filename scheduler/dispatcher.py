@@ -30,7 +30,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections import deque
 
-from scheduler.config import TierConfig
+from scheduler.config import DEFAULT_MAX_IN_FLIGHT, TierConfig
 from scheduler.stats import TierBook, retry_after_s, scheduler_stats
 from scheduler.types import (
     QUEUE_FULL,
@@ -143,7 +143,9 @@ class _Tier(TierBook):
 class Dispatcher:
     """Holds the backlog per tier and decides what reaches the engine and when."""
 
-    def __init__(self, config: TierConfig, *, default_max_in_flight: int = 256) -> None:
+    def __init__(
+        self, config: TierConfig, *, default_max_in_flight: int = DEFAULT_MAX_IN_FLIGHT
+    ) -> None:
         self._default_max_in_flight = default_max_in_flight
         self._queued: dict[str, _Entry] = {}
         self._flight: dict[str, _Flight] = {}

@@ -187,3 +187,11 @@ def test_diff_lists_leaf_changes_with_defaults_filled_in() -> None:
     assert diff_configs(old, old) == []
     # an explicit default is no change
     assert diff_configs(old, make_config(admission={"max_awaiting_first_token": 4})) == []
+
+
+@pytest.mark.parametrize("name", ["", "gold.tier", "a b", "x" * 65])
+def test_queue_names_must_be_plain_words(seed: dict[str, Any], name: str) -> None:
+    seed["scheduler"]["queues"][name] = dict(seed["scheduler"]["queues"]["offline"], priority=9)
+    assert errors_of(seed) == [
+        f"scheduler.queues.{name}: name must be 1-64 letters, digits, '-' or '_'"
+    ]
