@@ -84,8 +84,8 @@ def run_doctor(base_url: str, key: str, default_model: str = "", timeout_s: floa
     candidates = doctor.base_url_candidates(base_url)
     with _client(timeout_s, transport) as client:
         replies: list[Reply] = []
-        for base in candidates:
-            reply = attempt(client, "GET", f"{base}/models", key)
+        for candidate in candidates:
+            reply = attempt(client, "GET", f"{candidate}/models", key)
             replies.append(reply)
             if doctor.models_of(reply) is not None or reply.error in (doctor.REFUSED, doctor.DNS, doctor.TIMEOUT):
                 break  # a working form, or a host that no path will fix

@@ -6,7 +6,7 @@ rewrite those into `nullable`, `enum` and boolean exclusive bounds."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from drf_spectacular.contrib.pydantic import PydanticExtension
 from drf_spectacular.plumbing import ResolvedComponent
@@ -44,7 +44,7 @@ class WireModelExtension(PydanticExtension):
     priority = 1
 
     def map_serializer(self, auto_schema: Any, direction: str) -> Any:
-        mode = "validation" if direction == "request" else "serialization"
+        mode: Literal["validation", "serialization"] = "validation" if direction == "request" else "serialization"
         schema = model_json_schema(self.target, ref_template="#/components/schemas/{model}", mode=mode)
         for sub_name, sub_schema in schema.pop("$defs", {}).items():
             component = ResolvedComponent(name=sub_name, type=ResolvedComponent.SCHEMA, object=sub_name,

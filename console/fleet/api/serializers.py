@@ -125,7 +125,7 @@ class NodeSerializer(_AuditContext, serializers.ModelSerializer):
         if tier is not None or profile is not None:
             services.set_desired([node], tier_config=tier, launch_profile=profile, user=user,
                                  reason="set at creation", request=request)
-        node._one_time_token = token  # type: ignore[attr-defined]
+        node._one_time_token = token
         return node
 
     def update(self, instance: Node, validated_data: dict[str, Any]) -> Node:
@@ -184,7 +184,7 @@ class GatewayKeySerializer(_AuditContext, serializers.ModelSerializer):
             )
         except services.FleetError as exc:
             raise serializers.ValidationError({exc.field: exc.message}) from None
-        key._one_time_key = plaintext  # type: ignore[attr-defined]
+        key._one_time_key = plaintext
         return key
 
 
