@@ -21,6 +21,7 @@ Choices where DESIGN.md is silent:
   A lower `max_in_flight` releases nothing until in-flight falls under it; a lower
   `max_queue_depth` refuses only new arrivals;
 - `reserved_slots` is clamped below `max_in_flight` when the cap comes from the caller's default;
+- counters (released, rejections, waits) of a tier removed by `reconfigure` are dropped;
 - the queue-timeout check is inclusive: a request that has waited exactly `queue_timeout_ms`
   is rejected, and a tier whose oldest request has waited exactly the effective wait is ready.
 """
@@ -208,12 +209,11 @@ class Dispatcher:
             raise ValueError(f"request id {req.id!r} is already held")
         if tier.max_depth is not None and tier.depth >= tier.max_depth:
             tier.rejections[QUEUE_FULL] = tier.rejections.get(QUEUE_FULL, 0) + 1
-            return Rejection(
-                QUEUE_FULL, 429, retry_after_s(tier, now), f"queue {tier.name} is full"
-            )
+            detail = f"queue {tier.name} is full"
+            return Rejection(QUEUE_FULL, 429, retry_after_s(tier, now), detail)
         self._seq += 1
         entry = _Entry(req, now, self._seq, tier)
-        tier.groups[tier.group_of(req.prompt_tokens) if tier.bounds else 0].append(entry)
+        tier.groups[tier.group_of(req.prompt_tokens)].append(entry)
         tier.depth += 1
         tier.queued_tokens += entry.tokens
         self._queued[req.id] = entry
