@@ -97,6 +97,12 @@ async def test_stages_and_warmup(refserver: Any) -> None:
     # Three times the streams over the same time: clearly more requests in stage 1.
     assert per_stage[1] > 2 * per_stage[0] > 0
     assert result.window[1] - result.window[0] >= 0.9
+    # Per-step summaries: the first step's span starts where the warmup ends.
+    assert [row["concurrency"] for row in result.stages] == [2, 6]
+    assert result.stages[0]["window"][0] == pytest.approx(result.window[0])
+    assert result.stages[1]["summary"]["overall"]["count"] == per_stage[1]
+    rps = [row["summary"]["overall"]["request_throughput_rps"] for row in result.stages]
+    assert rps[1] > 2 * rps[0]
 
 
 async def test_non_streaming_requests_take_tokens_from_usage(refserver: Any) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from console.bench.loadgen import RequestSample, summarize, timeseries
-from console.bench.loadgen.stats import itl_stats, validity
+from console.bench.loadgen.stats import itl_stats, stage_summaries, validity
 
 
 def sample(
@@ -125,3 +125,14 @@ def test_itl_stats_of_one_request() -> None:
     assert stats.p99 == pytest.approx(0.04 + 0.96 * 0.06)
     assert stats.max == pytest.approx(0.10)
     assert itl_stats([]).count == 0
+
+
+def test_stage_summaries_cover_each_step_of_the_ladder() -> None:
+    laddered = [sample(0, 100.0, 0.1, 1.0, 2), sample(1, 101.0, 0.1, 1.0, 2)]
+    laddered[1].stage = 1
+    rows = stage_summaries(laddered, [(1, 1.0), (4, 2.0)], 99.5, (100.0, 103.0))
+    assert [r["stage"] for r in rows] == [0, 1]
+    assert rows[0]["window"] == [100.0, 100.5]  # clipped by the warmup
+    assert rows[0]["summary"]["overall"]["request_throughput_rps"] == pytest.approx(2.0)
+    assert rows[1]["summary"]["overall"]["request_throughput_rps"] == pytest.approx(0.5)
+    assert stage_summaries(laddered, [(1, 0.5), (4, 2.0)], 99.5, (100.0, 103.0))[0]["stage"] == 1

@@ -130,6 +130,15 @@ def format_summary(result: RunResult) -> str:
         )
     overall = result.summary[OVERALL]
     lines.append(f"measured window: {overall['window_s']:.2f} s")
+    for row in result.stages:
+        st = row["summary"][OVERALL]
+        rps, tps = st["request_throughput_rps"], st["output_throughput_tps"]
+        lines.append(
+            f"stage {row['stage']} ({row['concurrency']} streams): {st['count']} requests, "
+            f"TTFT p99 {_ms(st['ttft_s']['p99'])} ms, "
+            f"{'-' if rps is None else f'{rps:.2f}'} req/s, "
+            f"{'-' if tps is None else f'{tps:.1f}'} tok/s"
+        )
     if overall["goodput_rps"] is not None:
         lines.append(f"goodput: {overall['goodput_rps']:.2f} req/s meeting the SLO")
     v = result.validity

@@ -268,6 +268,14 @@ async def run_workload(
         cpu_s=time.process_time() - cpu0,
         wall_s=finished - run.t0,
     )
+    ladder = stats.stage_summaries(
+        result_samples,
+        [(st.concurrency, st.duration_s) for st in spec.stages],
+        started_at,
+        window,
+        slo_ttft_ms=spec.slo_ttft_ms,
+        slo_tpot_ms=spec.slo_tpot_ms,
+    )
     if not spec.keep_itl_raw:
         for sample in result_samples:
             sample.itl_raw = None
@@ -288,6 +296,7 @@ async def run_workload(
         timeseries=series,
         validity=validity,
         cancelled=run.cancelled,
+        stages=ladder,
     )
 
 

@@ -95,6 +95,14 @@ def merge(spec: WorkloadSpec, parts: list[dict[str, Any]], cancelled: bool) -> R
     )
     validity["valid"] = not validity["flags"]
     validity["processes"] = len(parts)
+    ladder = stats.stage_summaries(
+        samples,
+        [(st.concurrency, st.duration_s) for st in spec.stages],
+        min(p["started_at"] for p in parts),
+        window,
+        slo_ttft_ms=spec.slo_ttft_ms,
+        slo_tpot_ms=spec.slo_tpot_ms,
+    )
     if not spec.keep_itl_raw:
         for sample in samples:
             sample.itl_raw = None
@@ -108,6 +116,7 @@ def merge(spec: WorkloadSpec, parts: list[dict[str, Any]], cancelled: bool) -> R
         timeseries=series,
         validity=validity,
         cancelled=cancelled or any(p["cancelled"] for p in parts),
+        stages=ladder,
     )
 
 

@@ -145,6 +145,39 @@ def summarize(
     return summary
 
 
+def stage_summaries(
+    samples: Sequence[RequestSample],
+    stages: Sequence[tuple[int, float]],
+    run_start: float,
+    window: tuple[float, float],
+    *,
+    slo_ttft_ms: float | None = None,
+    slo_tpot_ms: float | None = None,
+) -> list[dict[str, Any]]:
+    """One summary per step of a ladder (`stages`: (concurrency, seconds) pairs from
+    `run_start`, unix): each over the requests sent during that step, and the step's span
+    clipped to the measured window. Steps wholly inside the warmup are left out."""
+    rows = []
+    start = run_start
+    for index, (concurrency, seconds) in enumerate(stages):
+        end = start + seconds
+        clipped = (max(start, window[0]), end)
+        if clipped[1] > clipped[0]:
+            mine = [s for s in samples if s.stage == index and not s.warmup]
+            rows.append(
+                {
+                    "stage": index,
+                    "concurrency": concurrency,
+                    "window": list(clipped),
+                    "summary": summarize(
+                        mine, clipped, slo_ttft_ms=slo_ttft_ms, slo_tpot_ms=slo_tpot_ms
+                    ),
+                }
+            )
+        start = end
+    return rows
+
+
 def timeseries(
     samples: Sequence[RequestSample], window: tuple[float, float] | None = None
 ) -> list[dict[str, Any]]:

@@ -85,6 +85,7 @@ class RunResult:
     timeseries: list[dict[str, Any]]
     validity: dict[str, Any]
     cancelled: bool = False
+    stages: list[dict[str, Any]] = field(default_factory=list)  # per ladder step, if any
 
     def to_json_dict(self, *, with_samples: bool = True) -> dict[str, Any]:
         keep_raw = bool(self.spec.get("keep_itl_raw"))
@@ -97,6 +98,7 @@ class RunResult:
             "summary": self.summary,
             "timeseries": self.timeseries,
             "validity": self.validity,
+            "stages": self.stages,
             "samples": (
                 [s.to_dict(with_itl_raw=keep_raw) for s in self.samples] if with_samples else []
             ),
