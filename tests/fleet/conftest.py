@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from fleet_helpers import SEED_TIERS
+from tests.fleet.fleet_helpers import SEED_TIERS
 
 
 @pytest.fixture(autouse=True)

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from fake_upstream import GOOD_KEY, free_port, serve
+from tests.fleet.fake_upstream import GOOD_KEY, free_port, serve
 
 from console.fleet import doctor, probes
 from console.fleet.doctor import Reply, Step

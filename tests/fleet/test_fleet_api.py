@@ -7,8 +7,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from fake_upstream import GOOD_KEY, serve
-from fleet_helpers import SEED_TIERS
+from tests.fleet.fake_upstream import GOOD_KEY, serve
+from tests.fleet.fleet_helpers import SEED_TIERS
 
 from console.audit.models import AuditEvent
 from console.fleet.crypto import sha256_hex

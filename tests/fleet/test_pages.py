@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from django.test import Client
 from django.utils import timezone
-from fleet_helpers import beat, post_beat, sample
+from tests.fleet.fleet_helpers import beat, post_beat, sample
 
 from console.fleet import services
 from console.fleet.models import Endpoint, GatewayKey, Node

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from django.db import connection
 from django.test import Client
-from fleet_helpers import beat, post_beat
+from tests.fleet.fleet_helpers import beat, post_beat
 
 from console.fleet.models import Endpoint, GatewayKey
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 from django.test import Client
-from fleet_helpers import beat, post_beat, sample
+from tests.fleet.fleet_helpers import beat, post_beat, sample
 
 from console.core.demo import DEMO_SEEDERS, DemoContext
 from console.fleet import demo

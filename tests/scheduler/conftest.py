@@ -3,7 +3,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from sched_helpers import seed_dict
+from tests.scheduler.sched_helpers import seed_dict
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from sched_helpers import seed_dict
+from tests.scheduler.sched_helpers import seed_dict
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:

@@ -5,7 +5,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sched_helpers import make_config, seed_dict
+from tests.scheduler.sched_helpers import make_config, seed_dict
 
 from scheduler import (
     Change,

@@ -6,7 +6,7 @@ import asyncio
 import random
 
 import pytest
-from sched_helpers import make_config
+from tests.scheduler.sched_helpers import make_config
 
 from scheduler import (
     QUEUE_FULL,

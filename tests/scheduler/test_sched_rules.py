@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from sched_helpers import make_config
+from tests.scheduler.sched_helpers import make_config
 
 from scheduler import QUEUE_FULL, QUEUE_TIMEOUT, Dispatcher, Request
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from sim_helpers import config, request, run_until_done, ttft, words
+from tests.sim.sim_helpers import config, request, run_until_done, ttft, words
 
 from gpu_agent.sim.engine import Engine, FinishReason, SimRequest
 
