@@ -47,6 +47,14 @@ Semantics (DESIGN.md 6): TTFT = send -> first non-empty content delta; ITL = eve
 content chunks; TPOT = (e2e - ttft) / (output_tokens - 1); token counts from ``usage``
 (``stream_options.include_usage`` is always requested), falling back to the content chunk
 count with ``usage_missing=True``. Request throughput = completed requests / measured window.
+Synthetic prompts approximate one token per word (short common English words that BPE
+vocabularies hold as single tokens); the chat template adds a few, and the server's
+``usage.prompt_tokens`` is what is recorded. The measured window starts when the warmup ends and
+ends at the later of the duration's end and the last measured completion.
+
+Limits: one event loop handles chunks one at a time, so hundreds of streams stepping together
+delay the last chunks of a burst by milliseconds (``validity`` flags the run); ``processes``
+splits the load over cores. With ``--prompts-file`` every shard starts at the file's first line.
 """
 
 from __future__ import annotations
