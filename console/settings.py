@@ -224,6 +224,11 @@ SPECTACULAR_SETTINGS = {
 SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"] = {
     "EndpointKindEnum": "console.fleet.choices.EndpointKind",
     "NodeModeEnum": "console.fleet.choices.NodeMode",
+    "RolloutKindEnum": "console.tuning.rollouts.choices.RolloutKind",
+    "RolloutStateEnum": "console.tuning.rollouts.choices.RolloutState",
+    "RolloutNodeStateEnum": "console.tuning.rollouts.choices.NodeState",
+    "NodeSelectionEnum": "console.tuning.rollouts.choices.NodeSelection",
+    "RolloutEventLevelEnum": "console.tuning.rollouts.choices.EventLevel",
 }
 
 # Celery: JSON only, late acks (a task whose worker died is redelivered, so tasks are
@@ -242,6 +247,10 @@ CELERY_RESULT_EXPIRES = 3600
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {}
 CELERY_BEAT_SCHEDULE["fleet-prune-telemetry"] = {"task": "fleet.prune_telemetry", "schedule": 600.0}
+# Rollouts: a worker holds a rollout under a lease it renews every poll; once a lease has
+# expired (its worker died) the next resume hands the rollout to another worker.
+TIERGATE_ROLLOUT_LEASE_S = env_int("TIERGATE_ROLLOUT_LEASE_S", 15, minimum=2)
+CELERY_BEAT_SCHEDULE["tuning-resume-rollouts"] = {"task": "tuning.resume_rollouts", "schedule": 5.0}
 if CELERY_BROKER_URL.startswith("filesystem://"):
     _broker_dir = DATA_DIR / "broker"
     for _sub in ("queue", "processed", "control"):

@@ -1,0 +1,170 @@
+"""REST API of rollouts: /api/v1/rollouts/ (+ {id}/abort/, {id}/rollback/).
+
+Create, list and read; no update or delete (a rollout is a record of what happened). Writes
+go through services.py; a broken rule comes back as 400 naming the field.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import Count, Q, QuerySet
+from drf_spectacular.utils import extend_schema
+from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from console.core.roles import OPERATOR
+from console.fleet.models import Node
+from console.tuning.models import LaunchProfileVersion, TierConfigVersion
+from console.tuning.models_rollouts import Rollout, RolloutEvent, RolloutNode
+from console.tuning.rollouts import services
+from console.tuning.rollouts.choices import NodeSelection, NodeState
+
+
+class RolloutNodeSerializer(serializers.ModelSerializer):
+    node_name = serializers.CharField(source="node.name", read_only=True)
+
+    class Meta:
+        model = RolloutNode
+        fields = ["node", "node_name", "wave", "state", "error", "target_tier_config", "target_launch_profile",
+                  "prev_tier_config", "prev_launch_profile", "applying_at", "applied_at", "healthy_at",
+                  "reverted_at"]
+        read_only_fields = fields
+
+
+class RolloutEventSerializer(serializers.ModelSerializer):
+    node_name = serializers.CharField(source="node.name", read_only=True, allow_null=True, default=None)
+
+    class Meta:
+        model = RolloutEvent
+        fields = ["ts", "level", "node", "node_name", "message"]
+        read_only_fields = fields
+
+
+_FIELDS = [
+    "id", "url", "display", "kind", "rollback_of", "tier_config", "launch_profile", "target", "message",
+    "node_selection", "label", "canary_count", "wave_size", "convergence_timeout_s",
+    "guard_max_ttft_p99_regression_pct", "guard_max_error_rate", "guard_window_s", "guard_tier",
+    "state", "reason", "abort_requested", "current_wave", "node_count", "nodes_done",
+    "created_by", "created_at", "started_at", "finished_at",
+]
+
+
+class RolloutSerializer(serializers.ModelSerializer):
+    url = serializers.HyperlinkedIdentityField(view_name="rollout-detail")
+    display = serializers.CharField(source="__str__", read_only=True)
+    target = serializers.CharField(source="target_label", read_only=True)
+    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    node_count = serializers.IntegerField(read_only=True, help_text="Nodes in the rollout")
+    nodes_done = serializers.IntegerField(read_only=True, help_text="Nodes applied and healthy")
+
+    class Meta:
+        model = Rollout
+        fields = _FIELDS
+        read_only_fields = _FIELDS
+
+
+class RolloutDetailSerializer(RolloutSerializer):
+    nodes = RolloutNodeSerializer(many=True, read_only=True)
+    events = RolloutEventSerializer(many=True, read_only=True)
+
+    class Meta(RolloutSerializer.Meta):
+        fields = [*_FIELDS, "nodes", "events"]
+        read_only_fields = fields
+
+
+class RolloutCreateSerializer(serializers.Serializer):
+    tier_config = serializers.PrimaryKeyRelatedField(
+        queryset=TierConfigVersion.objects.all(), required=False, allow_null=True,
+        help_text="Tier config version to roll out (this and/or launch_profile).",
+    )
+    launch_profile = serializers.PrimaryKeyRelatedField(
+        queryset=LaunchProfileVersion.objects.all(), required=False, allow_null=True,
+        help_text="Launch profile version to roll out; engines restart one wave at a time.",
+    )
+    node_selection = serializers.ChoiceField(choices=NodeSelection.choices, default=NodeSelection.ALL)
+    nodes = serializers.PrimaryKeyRelatedField(
+        queryset=Node.objects.all(), many=True, required=False, help_text="With node_selection=nodes.",
+    )
+    label = serializers.CharField(required=False, allow_blank=True, max_length=100,
+                                  help_text="With node_selection=label.")
+    canary_count = serializers.IntegerField(default=1, min_value=0, max_value=10_000)
+    wave_size = serializers.IntegerField(default=0, min_value=0, max_value=10_000,
+                                         help_text="Nodes per wave after the canaries; 0: all the rest at once.")
+    convergence_timeout_s = serializers.FloatField(default=services.DEFAULT_TIMEOUT_S, min_value=1,
+                                                   max_value=services.MAX_TIMEOUT_S)
+    guard_max_ttft_p99_regression_pct = serializers.FloatField(required=False, allow_null=True, min_value=0)
+    guard_max_error_rate = serializers.FloatField(required=False, allow_null=True, min_value=0, max_value=1)
+    guard_window_s = serializers.FloatField(default=30.0, min_value=1, max_value=services.MAX_WINDOW_S)
+    guard_tier = serializers.CharField(default="online", max_length=50)
+    message = serializers.CharField(required=False, allow_blank=True, max_length=500)
+
+
+def _raise(exc: services.RolloutError) -> None:
+    raise ValidationError({exc.field: [exc.message]}) from None
+
+
+class RolloutViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    """Rollouts and rollbacks; reads need viewer, writes operator."""
+
+    required_role = OPERATOR
+
+    def get_queryset(self) -> QuerySet[Any]:
+        qs = Rollout.objects.select_related("tier_config", "launch_profile", "created_by").annotate(
+            node_count=Count("nodes"), nodes_done=Count("nodes", filter=Q(nodes__state=NodeState.HEALTHY)),
+        ).order_by("-created_at", "-id")
+        if self.action == "retrieve":
+            qs = qs.prefetch_related("nodes__node", "events__node")
+        state = self.request.query_params.get("state")
+        return qs.filter(state=state) if state else qs
+
+    def get_serializer_class(self) -> type[serializers.BaseSerializer[Any]]:
+        if self.action == "create":
+            return RolloutCreateSerializer
+        return RolloutDetailSerializer if self.action != "list" else RolloutSerializer
+
+    def _detail(self, rollout: Rollout, code: int = status.HTTP_200_OK) -> Response:
+        obj = self.get_queryset().prefetch_related("nodes__node", "events__node").get(pk=rollout.pk)
+        return Response(RolloutDetailSerializer(obj, context=self.get_serializer_context()).data, status=code)
+
+    @extend_schema(request=RolloutCreateSerializer, responses={201: RolloutDetailSerializer})
+    def create(self, request: Request) -> Response:
+        """Start a rollout; a worker executes it wave by wave."""
+        form = RolloutCreateSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        data = dict(form.validated_data)
+        try:
+            rollout = services.create_rollout(
+                tier_config=data.pop("tier_config", None), launch_profile=data.pop("launch_profile", None),
+                selection=data.pop("node_selection"), nodes=data.pop("nodes", []),
+                user=request.user, request=request, **data,
+            )
+        except services.RolloutError as exc:
+            _raise(exc)
+        return self._detail(rollout, status.HTTP_201_CREATED)
+
+    @extend_schema(request=None, responses={200: RolloutDetailSerializer})
+    @action(detail=True, methods=["post"])
+    def abort(self, request: Request, pk: str | None = None) -> Response:
+        """Stop the rollout: what it touched is set back and it ends aborted."""
+        rollout = self.get_object()
+        try:
+            services.abort_rollout(rollout, request.user, request)
+        except services.RolloutError as exc:
+            _raise(exc)
+        return self._detail(rollout)
+
+    @extend_schema(request=None, responses={201: RolloutDetailSerializer})
+    @action(detail=True, methods=["post"])
+    def rollback(self, request: Request, pk: str | None = None) -> Response:
+        """Roll back a finished rollout: a new rollback rollout sets each node it changed back
+        to the versions it had before. Returns the new rollout."""
+        rollout = self.get_object()
+        try:
+            created = services.rollback_rollout(rollout, request.user, request)
+        except services.RolloutError as exc:
+            _raise(exc)
+        return self._detail(created, status.HTTP_201_CREATED)
