@@ -55,6 +55,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--tier-mix", default="", help="online=0.7,batch=0.2,offline=0.1")
     p.add_argument("--tier-header", default=TIER_HEADER_DEFAULT)
+    p.add_argument(
+        "--tier-priority", default="", help="vLLM priority per tier: online=1,batch=2,offline=3"
+    )
     p.add_argument("--timeout", type=float, default=600.0, help="per-request seconds")
     p.add_argument("--slo-ttft-ms", type=float)
     p.add_argument("--slo-tpot-ms", type=float)
@@ -99,6 +102,11 @@ def spec_from_args(args: argparse.Namespace) -> WorkloadSpec:
         seed=args.seed,
         tier_mix=parse_tier_mix(args.tier_mix) if args.tier_mix else {},
         tier_header=args.tier_header,
+        tier_priority=(
+            {t: int(w) for t, w in parse_tier_mix(args.tier_priority).items()}
+            if args.tier_priority
+            else {}
+        ),
         timeout_s=args.timeout,
         slo_ttft_ms=args.slo_ttft_ms,
         slo_tpot_ms=args.slo_tpot_ms,

@@ -137,4 +137,6 @@ class RequestFactory:
             body["stream_options"] = {"include_usage": True}
         if spec.temperature is not None:
             body["temperature"] = spec.temperature
+        if tier is not None and tier in spec.tier_priority:
+            body["priority"] = spec.tier_priority[tier]
         return PlannedRequest(index, tier, json.dumps(body).encode(), max_tokens)

@@ -46,6 +46,9 @@ class WorkloadSpec:
     seed: int = 0
     tier_mix: dict[str, float] = field(default_factory=dict)
     tier_header: str = TIER_HEADER_DEFAULT
+    # vLLM's `priority` body field per tier (lower runs first under --scheduling-policy
+    # priority), for benchmarking an engine's own priority queue without a gateway.
+    tier_priority: dict[str, int] = field(default_factory=dict)
     timeout_s: float = 600.0
     slo_ttft_ms: float | None = None
     slo_tpot_ms: float | None = None
@@ -101,6 +104,9 @@ class WorkloadSpec:
                 raise SpecError(f"tier_mix.{tier}: weight must be >= 0")
         if self.tier_mix and sum(self.tier_mix.values()) <= 0:
             raise SpecError("tier_mix: weights sum to zero")
+        for tier, priority in self.tier_priority.items():
+            if not tier or isinstance(priority, bool) or not isinstance(priority, int):
+                raise SpecError(f"tier_priority.{tier}: must be an integer")
 
     @property
     def total_stage_s(self) -> float:
