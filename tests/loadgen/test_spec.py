@@ -171,3 +171,16 @@ def test_the_loadgen_package_never_imports_django() -> None:
     for module in LOADGEN_DIR.glob("*.py"):
         source = module.read_text()
         assert "import django" not in source and "from django" not in source, module.name
+
+
+def test_tier_priority_sets_vllms_priority_field_for_that_tier() -> None:
+    factory = RequestFactory(
+        base(tier_mix={"online": 1.0, "batch": 1.0}, tier_priority={"online": 1})
+    )
+    planned = [factory.make(i) for i in range(20)]
+    for p in planned:
+        body = json.loads(p.body)
+        assert body.get("priority") == (1 if p.tier == "online" else None)
+    assert {p.tier for p in planned} == {"online", "batch"}
+    with pytest.raises(SpecError, match=r"^tier_priority\.batch"):
+        base(tier_priority={"batch": "high"})
