@@ -1,10 +1,11 @@
-"""Pages under /tuning/. Rollout pages (tuning:rollout-*) join this list later."""
+"""Pages under /tuning/, rollout pages (tuning:rollout-*) included."""
 
 from __future__ import annotations
 
 from django.urls import path
 
 from console.tuning import views
+from console.tuning.rollouts.urls import urlpatterns as rollout_urls
 from console.tuning.views import LAUNCH_PROFILE, TIER_CONFIG
 
 app_name = "tuning"
@@ -23,4 +24,5 @@ urlpatterns = [
          name="launchprofile-download"),
     path("launch-profiles/<int:pk>/kubernetes/", views.launchprofile_kubernetes,
          name="launchprofile-kubernetes"),
+    *rollout_urls,
 ]

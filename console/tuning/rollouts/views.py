@@ -1,0 +1,180 @@
+"""Rollout pages: the list, the new-rollout form, the detail page with its live fragment
+(per-node progress and timeline, refreshed by live.js), and the buttons (abort, roll back this
+rollout, roll back a version to the previous one)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
+from django.db.models import Count, Q
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from console.core.roles import OPERATOR, VIEWER, has_role
+from console.tuning.diffs import DiffRow
+from console.tuning.models import LaunchProfileVersion, TierConfigVersion
+from console.tuning.models_rollouts import Rollout
+from console.tuning.rollouts import services
+from console.tuning.rollouts.choices import NodeState, RolloutKind
+from console.tuning.rollouts.forms import RolloutForm
+
+PER_PAGE = 30
+
+
+def _require(request: HttpRequest, role: str) -> None:
+    if not has_role(request.user, role):
+        raise PermissionDenied(f"this page needs the {role} role")
+
+
+def _rows(rows: list[DiffRow]) -> list[dict[str, Any]]:
+    def text(value: Any) -> str:
+        return "" if value is None else json.dumps(value)
+
+    return [{"path": r.path, "kind": r.kind, "old": text(r.old), "new": text(r.new)} for r in rows]
+
+
+def _diffs(rollout: Rollout) -> list[dict[str, Any]]:
+    """What the rollout changes: for each kind it targets, from the version most of its nodes
+    had before (or, before it started, desire now) to the target."""
+    out = []
+    parts = list(rollout.nodes.select_related("node"))
+    for kind, model, title in (("tier_config", TierConfigVersion, "Tier config"),
+                               ("launch_profile", LaunchProfileVersion, "Launch profile")):
+        target = getattr(rollout, kind)
+        if target is None:
+            continue
+        befores: dict[int, int] = {}
+        for part in parts:
+            prev = getattr(part, f"prev_{kind}_id") if part.touched else getattr(part.node, f"desired_{kind}_id")
+            if prev is not None and prev != target.pk:
+                befores[prev] = befores.get(prev, 0) + 1
+        older = model.objects.filter(pk=max(befores, key=befores.__getitem__)).first() if befores else None
+        out.append({"title": title, "target": target, "against": older,
+                    "rows": _rows(target.diff_from(older)) if older is not None else [],
+                    "detail_name": f"tuning:{kind.replace('_', '')}-detail"})
+    return out
+
+
+def _live_context(request: HttpRequest, rollout: Rollout) -> dict[str, Any]:
+    parts = list(rollout.nodes.select_related(
+        "node", "node__applied_tier_config", "node__applied_launch_profile",
+        "target_tier_config", "target_launch_profile"))
+    done = sum(1 for p in parts if p.state == NodeState.HEALTHY)
+    return {
+        "rollout": rollout, "parts": parts, "done": done, "total": len(parts),
+        "percent": round(100 * done / len(parts)) if parts else 0,
+        "events": list(rollout.events.select_related("node").order_by("ts", "id")),
+        "can_operate": has_role(request.user, OPERATOR), "now": timezone.now(),
+        "can_rollback": rollout.state in ("succeeded", "failed") and rollout.kind == RolloutKind.ROLLOUT,
+    }
+
+
+@login_required
+@require_GET
+def rollout_list(request: HttpRequest) -> HttpResponse:
+    _require(request, VIEWER)
+    qs = Rollout.objects.select_related("tier_config", "launch_profile", "created_by").annotate(
+        node_count=Count("nodes"), nodes_done=Count("nodes", filter=Q(nodes__state=NodeState.HEALTHY)),
+    ).order_by("-created_at", "-id")
+    page = Paginator(qs, PER_PAGE).get_page(request.GET.get("page"))
+    return render(request, "tuning/rollout_list.html", {"page": page, "can_create": has_role(request.user, OPERATOR)})
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def rollout_create(request: HttpRequest) -> HttpResponse:
+    _require(request, OPERATOR)
+    initial = {field: request.GET[key] for key, field in (("tierconfig", "tier_config"),
+                                                          ("launchprofile", "launch_profile"))
+               if request.GET.get(key, "").isdigit()}
+    form = RolloutForm(request.POST or None, initial=initial)
+    if request.method == "POST" and form.is_valid():
+        data = dict(form.cleaned_data)
+        guard = {k: data.pop(k) for k in list(data) if k.startswith("guard_")}
+        try:
+            rollout = services.create_rollout(
+                tier_config=data["tier_config"], launch_profile=data["launch_profile"],
+                selection=data["node_selection"], nodes=list(data["nodes"]), label=data["label"],
+                canary_count=data["canary_count"], wave_size=data["wave_size"],
+                convergence_timeout_s=data["convergence_timeout_s"], message=data["message"],
+                user=request.user, request=request, **guard,
+            )
+        except services.RolloutError as exc:
+            form.add_error(exc.field if exc.field in form.fields else None, exc.message)
+        else:
+            messages.success(request, f"{rollout} started.")
+            return redirect("tuning:rollout-detail", pk=rollout.pk)
+    return render(request, "tuning/rollout_form.html", {"form": form})
+
+
+@login_required
+@require_GET
+def rollout_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    _require(request, VIEWER)
+    rollout = get_object_or_404(Rollout.objects.select_related(
+        "tier_config", "launch_profile", "created_by", "rollback_of"), pk=pk)
+    context = _live_context(request, rollout)
+    context.update(diffs=_diffs(rollout), rollbacks=list(rollout.rollbacks.order_by("-created_at")))
+    return render(request, "tuning/rollout_detail.html", context)
+
+
+@login_required
+@require_GET
+def rollout_live(request: HttpRequest, pk: int) -> HttpResponse:
+    """The fragment live.js swaps in every second: state, nodes, timeline."""
+    _require(request, VIEWER)
+    rollout = get_object_or_404(Rollout.objects.select_related("tier_config", "launch_profile"), pk=pk)
+    return render(request, "tuning/_rollout_live.html", _live_context(request, rollout))
+
+
+@login_required
+@require_POST
+def rollout_abort(request: HttpRequest, pk: int) -> HttpResponse:
+    _require(request, OPERATOR)
+    rollout = get_object_or_404(Rollout, pk=pk)
+    try:
+        services.abort_rollout(rollout, request.user, request)
+    except services.RolloutError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, f"Abort requested: {rollout} sets back what it changed.")
+    return redirect("tuning:rollout-detail", pk=pk)
+
+
+@login_required
+@require_POST
+def rollout_rollback(request: HttpRequest, pk: int) -> HttpResponse:
+    _require(request, OPERATOR)
+    rollout = get_object_or_404(Rollout, pk=pk)
+    try:
+        created = services.rollback_rollout(rollout, request.user, request)
+    except services.RolloutError as exc:
+        messages.error(request, exc.message)
+        return redirect("tuning:rollout-detail", pk=pk)
+    messages.success(request, f"{created} started: rolling back {rollout}.")
+    return redirect("tuning:rollout-detail", pk=created.pk)
+
+
+@login_required
+@require_POST
+def version_rollback(request: HttpRequest, kind: str, pk: int) -> HttpResponse:
+    """"Roll back to the previous version" on a tier config or launch profile page."""
+    _require(request, OPERATOR)
+    models = {"tierconfig": TierConfigVersion, "launchprofile": LaunchProfileVersion}
+    if kind not in models:
+        raise Http404("no such kind")
+    version = get_object_or_404(models[kind], pk=pk)
+    try:
+        created = services.rollback_version(version, request.user, request)
+    except services.RolloutError as exc:
+        messages.error(request, exc.message)
+        return redirect(f"tuning:{kind}-detail", pk=pk)
+    messages.success(request, f"{created} started: {created.message}.")
+    return redirect("tuning:rollout-detail", pk=created.pk)
