@@ -1,0 +1,516 @@
+"""Gateway overhead: the agent's gateway against going direct to the same upstream.
+
+    .venv/bin/python perf/bench_gateway.py [--duration 4] [--rates 50,100,200] [--json FILE]
+
+Processes: a deterministic cheap upstream (a raw asyncio HTTP/1.1 server in this file, not the
+simulator: its cost must not blur the gateway's) answering every completion with 16 SSE content
+chunks 1 ms apart then [DONE]; the gateway under test (`python -m gpu_agent`, standalone, one
+tier released at once) pinned to core 0; two bare pass-through proxies (the same uvicorn ASGI
+stack, no keys, no scheduler, no telemetry; one with an aiohttp upstream client, one with
+httpx) pinned to core 0 too; the open-loop client (this process) and the upstream on core 1.
+
+Parts:
+1. overhead: at each rate R, R req/s to the gateway and R req/s straight to the upstream,
+   interleaved on one fixed-interval schedule; added TTFT = gateway percentile - direct one;
+   the gateway's CPU time per request from /proc (utime + stime).
+2. proxies: the bare proxies measured the same way at 100 req/s (CPU per request).
+3. ceiling: gateway-only rates stepped up until a step fails (an error, an unfinished request
+   after the window, or a TTFT p99 that grows from the first half of the window to the second).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+KEY = "tgk_bench_0123456789abcdef0123456789abcdef0123456789"
+CHUNKS = 16
+CHUNK_GAP_S = 0.001
+GATEWAY_CORE, CLIENT_CORE = 0, 1
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+# A step whose client fell this far behind its schedule measured the client, not the gateway.
+CLIENT_LAG_LIMIT_MS = 10.0
+
+# -- upstream: raw asyncio HTTP/1.1, keep-alive, chunked SSE ---------------------------------
+
+_EVENT = (
+    b'data: {"id":"b","object":"chat.completion.chunk","model":"bench","choices":'
+    b'[{"index":0,"delta":{"content":"tok "},"finish_reason":null}]}\n\n'
+)
+_FRAME = b"%x\r\n%s\r\n" % (len(_EVENT), _EVENT)
+_DONE = b"data: [DONE]\n\n"
+_END = b"%x\r\n%s\r\n0\r\n\r\n" % (len(_DONE), _DONE)
+_HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+
+
+def _content_length(head: bytes) -> int:
+    at = head.find(b"content-length:")
+    if at < 0:
+        return 0
+    stop = head.find(b"\r\n", at)
+    return int(head[at + 15 : stop if stop > 0 else None])
+
+
+class _Upstream(asyncio.Protocol):
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport: Any = transport  # uvloop's transport is not an asyncio.Transport
+        self.buffer = b""
+        self.streams: set[asyncio.Task[None]] = set()
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        while True:
+            end = self.buffer.find(b"\r\n\r\n")
+            if end < 0:
+                return
+            head = self.buffer[:end].lower()
+            length = _content_length(head)
+            if len(self.buffer) < end + 4 + length:
+                return
+            self.buffer = self.buffer[end + 4 + length :]
+            path = head.split(b" ", 2)[1]
+            if path.endswith(b"/completions"):
+                task = asyncio.ensure_future(self._stream())
+                self.streams.add(task)
+                task.add_done_callback(self.streams.discard)
+            elif path == b"/health":
+                self.transport.write(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
+            else:
+                self.transport.write(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n")
+
+    async def _stream(self) -> None:
+        write = self.transport.write
+        write(_HEAD + _FRAME)
+        for _ in range(CHUNKS - 1):
+            await asyncio.sleep(CHUNK_GAP_S)
+            if self.transport.is_closing():
+                return
+            write(_FRAME)
+        write(_END)
+
+
+async def _serve_upstream(port: int) -> None:
+    loop = asyncio.get_running_loop()
+    server = await loop.create_server(_Upstream, "127.0.0.1", port, backlog=1024)
+    async with server:
+        await server.serve_forever()
+
+
+# -- bare pass-through proxies (the floor the gateway is compared with) -----------------------
+
+
+def _proxy_app(client: str, upstream: str) -> Any:
+    state: dict[str, Any] = {}
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            while True:
+                message = await receive()
+                if message["type"] == "lifespan.startup":
+                    if client == "aiohttp":
+                        import aiohttp
+
+                        state["s"] = aiohttp.ClientSession(
+                            connector=aiohttp.TCPConnector(limit=1024), auto_decompress=False
+                        )
+                    else:
+                        import httpx
+
+                        state["s"] = httpx.AsyncClient(
+                            limits=httpx.Limits(max_connections=1024), timeout=60
+                        )
+                    await send({"type": "lifespan.startup.complete"})
+                elif message["type"] == "lifespan.shutdown":
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return
+        chunks = []
+        while True:
+            message = await receive()
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body"):
+                break
+        body = b"".join(chunks)
+        headers = [(b"content-type", b"text/event-stream")]
+        if client == "aiohttp":
+            async with state["s"].post(upstream + scope["path"], data=body) as r:
+                await send({"type": "http.response.start", "status": r.status, "headers": headers})
+                async for chunk in r.content.iter_any():
+                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        else:
+            request = state["s"].build_request("POST", upstream + scope["path"], content=body)
+            r = await state["s"].send(request, stream=True)
+            try:
+                await send(
+                    {"type": "http.response.start", "status": r.status_code, "headers": headers}
+                )
+                async for chunk in r.aiter_raw():
+                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            finally:
+                await r.aclose()
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    return app
+
+
+# -- processes -----------------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime + stime
+
+
+def _wait_http(url: str, timeout: float = 20.0) -> None:
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(httpx.TransportError):
+            httpx.get(url, timeout=1)
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"{url} did not answer")
+
+
+@contextlib.contextmanager
+def _process(argv: list[str], core: int, url: str) -> Iterator[subprocess.Popen[bytes]]:
+    proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        os.sched_setaffinity(proc.pid, {core})
+        _wait_http(url)
+        yield proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+# -- the open-loop client --------------------------------------------------------------------
+
+
+async def _one(
+    session: Any, url: str, body: bytes, headers: dict[str, str]
+) -> tuple[float | None, bool]:
+    t0 = time.perf_counter()
+    ttft = None
+    tail = b""
+    try:
+        async with session.post(url, data=body, headers=headers) as response:
+            if response.status != 200:
+                await response.read()
+                return None, False
+            async for chunk in response.content.iter_any():
+                if ttft is None:
+                    ttft = time.perf_counter() - t0
+                tail = chunk
+    except Exception:
+        return None, False
+    return ttft, tail.endswith(_DONE) or b"[DONE]" in tail
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, int(q * len(ordered) + 0.5) - 1))]
+
+
+async def _open_loop(
+    session: Any, targets: list[str], rate: float, duration: float
+) -> dict[str, dict[str, Any]]:
+    """Each target gets `rate` req/s on a fixed schedule; targets are interleaved."""
+    body = json.dumps(
+        {
+            "model": "bench",
+            "messages": [{"role": "user", "content": "hello"}],
+            "stream": True,
+            "max_tokens": CHUNKS,
+        }
+    ).encode()
+    headers = {"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"}
+    results: dict[str, list[tuple[float, float | None, bool]]] = {t: [] for t in targets}
+    tasks: list[asyncio.Task[None]] = []
+    lags: list[float] = []
+
+    async def fire(target: str, sent_at: float) -> None:
+        ttft, ok = await _one(session, target, body, headers)
+        results[target].append((sent_at, ttft, ok))
+
+    loop = asyncio.get_running_loop()
+    start = loop.time() + 0.05
+    step = 1.0 / rate
+    n = int(duration * rate)
+    schedule = sorted(
+        (start + i * step + k * step / len(targets), target)
+        for i in range(n)
+        for k, target in enumerate(targets)
+    )
+    for at, target in schedule:
+        delay = at - loop.time()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        lags.append(max(0.0, loop.time() - at))
+        tasks.append(asyncio.create_task(fire(target, at - start)))
+    _, pending = await asyncio.wait(tasks, timeout=2.0)
+    for task in pending:
+        task.cancel()
+    out: dict[str, dict[str, Any]] = {}
+    for target, rows in results.items():
+        ttfts = [t for _, t, ok in rows if ok and t is not None]
+        first = [t for s, t, ok in rows if ok and t is not None and s < duration / 2]
+        second = [t for s, t, ok in rows if ok and t is not None and s >= duration / 2]
+        out[target] = {
+            "sent": n,
+            "ok": len(ttfts),
+            "errors": sum(1 for _, _, ok in rows if not ok),
+            "unfinished": n - len(rows),
+            "ttft_p50_ms": _pct(ttfts, 0.5) * 1000 if ttfts else None,
+            "ttft_p99_ms": _pct(ttfts, 0.99) * 1000 if ttfts else None,
+            "ttft_p99_first_half_ms": _pct(first, 0.99) * 1000 if first else None,
+            "ttft_p99_second_half_ms": _pct(second, 0.99) * 1000 if second else None,
+        }
+    out["_client"] = {
+        "dispatch_lag_p99_ms": _pct(lags, 0.99) * 1000,
+        "max_lag_ms": max(lags) * 1000,
+    }
+    return out
+
+
+async def _measure(
+    session: Any, targets: list[str], rate: float, duration: float, pid: int | None
+) -> dict[str, Any]:
+    cpu0 = _cpu_seconds(pid) if pid else 0.0
+    result = await _open_loop(session, targets, rate, duration)
+    if pid:
+        result["_cpu_s"] = _cpu_seconds(pid) - cpu0
+    return result
+
+
+async def _bench(
+    args: argparse.Namespace, urls: dict[str, str], pids: dict[str, int]
+) -> dict[str, Any]:
+    import aiohttp
+
+    os.sched_setaffinity(0, {CLIENT_CORE})
+    report: dict[str, Any] = {"overhead": [], "proxies": {}, "ceiling": []}
+    connector = aiohttp.TCPConnector(limit=0, force_close=False)
+    async with aiohttp.ClientSession(connector=connector, auto_decompress=False) as session:
+        gw = urls["gateway"] + "/v1/chat/completions"
+        direct = urls["upstream"] + "/v1/chat/completions"
+        await _open_loop(session, [gw, direct], 50, 1.0)  # warm-up: connections, caches
+        for rate in args.rates:
+            r = await _measure(session, [gw, direct], rate, args.duration, pids["gateway"])
+            g, d = r[gw], r[direct]
+            row = {
+                "rate": rate,
+                "gateway": g,
+                "direct": d,
+                "added_ttft_p50_ms": g["ttft_p50_ms"] - d["ttft_p50_ms"],
+                "added_ttft_p99_ms": g["ttft_p99_ms"] - d["ttft_p99_ms"],
+                "gateway_cpu_ms_per_request": r["_cpu_s"] * 1000 / max(1, g["ok"]),
+                "client": r["_client"],
+            }
+            report["overhead"].append(row)
+            print(
+                f"rate {rate:>4}: added TTFT p50 {row['added_ttft_p50_ms']:+.2f} ms, "
+                f"p99 {row['added_ttft_p99_ms']:+.2f} ms; gateway CPU "
+                f"{row['gateway_cpu_ms_per_request']:.2f} ms/request; errors {g['errors']}",
+                flush=True,
+            )
+        # Part 2: the gateway and both bare proxies side by side under the same noise.
+        names = ["gateway", "proxy_aiohttp", "proxy_httpx"]
+        side = [urls[n] + "/v1/chat/completions" for n in names]
+        await _open_loop(session, [*side, direct], 50, 0.5)
+        cpu0 = {n: _cpu_seconds(pids[n]) for n in names}
+        r = await _open_loop(session, [*side, direct], 100, args.duration)
+        for n, url in zip(names, side, strict=True):
+            p = r[url]
+            report["proxies"][n] = {
+                "cpu_ms_per_request": (_cpu_seconds(pids[n]) - cpu0[n]) * 1000 / max(1, p["ok"]),
+                "added_ttft_p50_ms": p["ttft_p50_ms"] - r[direct]["ttft_p50_ms"],
+                "added_ttft_p99_ms": p["ttft_p99_ms"] - r[direct]["ttft_p99_ms"],
+                "errors": p["errors"],
+            }
+            print(f"side by side at 100 req/s, {n}: {report['proxies'][n]}", flush=True)
+        # Part 3: gateway only, stepping up until a step fails or the client cannot keep up.
+        for rate in args.ceiling_rates:
+            r = await _measure(session, [gw], rate, args.ceiling_duration, pids["gateway"])
+            g = r[gw]
+            busy = r["_cpu_s"] / args.ceiling_duration
+            first, second = g["ttft_p99_first_half_ms"], g["ttft_p99_second_half_ms"]
+            growing = first is None or second is None or second > 2 * first + 5
+            client_limited = r["_client"]["dispatch_lag_p99_ms"] > CLIENT_LAG_LIMIT_MS
+            ok = g["errors"] == 0 and g["unfinished"] == 0 and not growing and not client_limited
+            row = {
+                **g,
+                "rate": rate,
+                "ok": ok,
+                "client_limited": client_limited,
+                "gateway_core_busy": busy,
+                "client": r["_client"],
+            }
+            report["ceiling"].append(row)
+            print(
+                f"ceiling {rate:>4} req/s: {'ok' if ok else 'stop'}; gateway core busy {busy:.0%}; "
+                f"TTFT p50 {g['ttft_p50_ms']:.1f} p99 {g['ttft_p99_ms']:.1f} ms (halves "
+                f"{first:.1f} / {second:.1f}); errors {g['errors']}, unfinished "
+                f"{g['unfinished']}; client lag p99 {r['_client']['dispatch_lag_p99_ms']:.1f} ms"
+                f"{' (client-limited)' if client_limited else ''}",
+                flush=True,
+            )
+            if not ok:
+                break
+    passed = [row["rate"] for row in report["ceiling"] if row["ok"]]
+    report["max_sustained_rate"] = max(passed) if passed else None
+    return report
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="role")
+    up = sub.add_parser("upstream")
+    up.add_argument("--port", type=int, required=True)
+    px = sub.add_parser("proxy")
+    px.add_argument("--client", choices=("aiohttp", "httpx"), required=True)
+    px.add_argument("--upstream", required=True)
+    px.add_argument("--port", type=int, required=True)
+    parser.add_argument("--duration", type=float, default=4.0)
+    parser.add_argument("--rates", default="50,100,200")
+    parser.add_argument("--ceiling-rates", default="300,400,500,600,700,800,1000")
+    parser.add_argument("--ceiling-duration", type=float, default=3.0)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+
+    if args.role == "upstream":
+        import uvloop
+
+        uvloop.run(_serve_upstream(args.port))
+        return 0
+    if args.role == "proxy":
+        import uvicorn
+
+        uvicorn.run(
+            _proxy_app(args.client, args.upstream),
+            host="127.0.0.1",
+            port=args.port,
+            log_level="warning",
+            access_log=False,
+        )
+        return 0
+
+    args.rates = [float(r) for r in args.rates.split(",")]
+    args.ceiling_rates = [float(r) for r in args.ceiling_rates.split(",")]
+    ports = {name: _free_port() for name in ("upstream", "gateway", "proxy_aiohttp", "proxy_httpx")}
+    urls = {name: f"http://127.0.0.1:{port}" for name, port in ports.items()}
+    me = [sys.executable, str(Path(__file__).resolve())]
+    tiers = {
+        "scheduler": {
+            "queues": {
+                "online": {
+                    "max_batch_size": 1,
+                    "max_waiting_time_ms": 1,
+                    "max_tokens_per_batch": 1_000_000,
+                    "priority": 1,
+                }
+            },
+            "admission": {
+                "max_in_flight": 4096,
+                "max_awaiting_first_token": 4096,
+                "pass_priority": False,
+            },
+        }
+    }
+    keys = [{"name": "bench", "key": KEY, "tiers": ["online"], "default_tier": "online"}]
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "tiers.json").write_text(json.dumps(tiers))
+        (Path(tmp) / "keys.json").write_text(json.dumps(keys))
+        gateway = [
+            sys.executable,
+            "-m",
+            "gpu_agent",
+            "--engine-url",
+            urls["upstream"],
+            "--listen",
+            f"127.0.0.1:{ports['gateway']}",
+            "--log-level",
+            "warning",
+            "--tier-config",
+            f"{tmp}/tiers.json",
+            "--keys",
+            f"{tmp}/keys.json",
+        ]
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(
+                _process(
+                    [*me, "upstream", "--port", str(ports["upstream"])],
+                    CLIENT_CORE,
+                    urls["upstream"] + "/health",
+                )
+            )
+            pids = {
+                "gateway": stack.enter_context(
+                    _process(gateway, GATEWAY_CORE, urls["gateway"] + "/health")
+                ).pid
+            }
+            for client in ("aiohttp", "httpx"):
+                name = f"proxy_{client}"
+                argv = [
+                    *me,
+                    "proxy",
+                    "--client",
+                    client,
+                    "--upstream",
+                    urls["upstream"],
+                    "--port",
+                    str(ports[name]),
+                ]
+                pids[name] = stack.enter_context(
+                    _process(argv, GATEWAY_CORE, urls[name] + "/health")
+                ).pid
+            report = asyncio.run(_bench(args, urls, pids))
+    side = report["proxies"]
+    report["cpu_vs_bare_aiohttp_proxy"] = (
+        side["gateway"]["cpu_ms_per_request"] / side["proxy_aiohttp"]["cpu_ms_per_request"]
+    )
+    report["httpx_vs_aiohttp_proxy_cpu"] = (
+        side["proxy_httpx"]["cpu_ms_per_request"] / side["proxy_aiohttp"]["cpu_ms_per_request"]
+    )
+    busiest = max(report["ceiling"], key=lambda row: row["gateway_core_busy"])
+    report["core_capacity_estimate"] = busiest["rate"] / max(busiest["gateway_core_busy"], 1e-9)
+    print(
+        f"gateway CPU / bare aiohttp proxy CPU (side by side): "
+        f"{report['cpu_vs_bare_aiohttp_proxy']:.2f}x; httpx proxy / aiohttp proxy: "
+        f"{report['httpx_vs_aiohttp_proxy_cpu']:.2f}x"
+    )
+    print(
+        f"gateway core capacity from its busiest step: ~{report['core_capacity_estimate']:.0f} req/s"
+    )
+    print(f"highest sustained gateway rate on one core: {report['max_sustained_rate']} req/s")
+    print(f"load average: {os.getloadavg()}")
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
