@@ -8,12 +8,18 @@ Unknown keys are ignored so agents can grow the format first.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 MAX_BODY_BYTES = 1024 * 1024
 MAX_SAMPLES = 600
+
+
+def _text(limit: int) -> Any:
+    """Free text from the node (stderr tails, details): cut to `limit`, never refused, so one
+    long error message cannot make the agent's every beat fail."""
+    return Annotated[str, AfterValidator(lambda value: value[:limit])]
 
 
 class WireModel(BaseModel):
@@ -30,14 +36,15 @@ class AppliedIn(_In):
 
 
 class ApplyErrorIn(_In):
-    version: int | None = None
-    error: str = Field(default="", max_length=20000)
+    # A version id for configs; the keys_version (a string) for gateway keys.
+    version: int | str | None = None
+    error: _text(20000) | None = ""  # type: ignore[valid-type]
 
 
 class HealthIn(_In):
-    gateway: str = Field(default="", max_length=20)
-    engine: str = Field(default="", max_length=20)
-    detail: str = Field(default="", max_length=2000)
+    gateway: str | None = Field(default="", max_length=20)
+    engine: str | None = Field(default="", max_length=20, description="ok | starting | down")
+    detail: _text(2000) | None = ""  # type: ignore[valid-type]
 
 
 class EngineIn(_In):
@@ -50,10 +57,10 @@ class EngineIn(_In):
 
 class GpuIn(_In):
     index: int
-    name: str = ""
+    name: str | None = ""
     util: float | None = None
-    mem_used_bytes: int | None = None
-    mem_total_bytes: int | None = None
+    mem_used_bytes: int | float | None = None
+    mem_total_bytes: int | float | None = None
     power_w: float | None = None
     temp_c: float | None = None
     sm_clock_mhz: float | None = None

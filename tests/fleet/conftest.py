@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+
 from tests.fleet.fleet_helpers import SEED_TIERS
 
 

@@ -7,10 +7,10 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from tests.fleet.fake_upstream import GOOD_KEY, free_port, serve
 
 from console.fleet import doctor, probes
 from console.fleet.doctor import Reply, Step
+from tests.fleet.fake_upstream import GOOD_KEY, free_port, serve
 
 
 @pytest.fixture(scope="module")

@@ -7,12 +7,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from tests.fleet.fake_upstream import GOOD_KEY, serve
-from tests.fleet.fleet_helpers import SEED_TIERS
 
 from console.audit.models import AuditEvent
 from console.fleet.crypto import sha256_hex
 from console.fleet.models import Endpoint, GatewayKey, Node
+from tests.fleet.fake_upstream import GOOD_KEY, serve
+from tests.fleet.fleet_helpers import SEED_TIERS
 
 pytestmark = pytest.mark.django_db
 

@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 from django.test import Client
-from tests.fleet.fleet_helpers import beat, post_beat, sample
 
 from console.fleet import services
 from console.fleet.models import Endpoint, GatewayKey, Node, TelemetrySample
+from tests.fleet.fleet_helpers import beat, post_beat, sample
 
 pytestmark = pytest.mark.django_db
 

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from django.db import connection
 from django.test import Client
-from tests.fleet.fleet_helpers import beat, post_beat
 
 from console.fleet.models import Endpoint, GatewayKey
+from tests.fleet.fleet_helpers import beat, post_beat
 
 SECRET = "sk-conf-PLAINTEXT-7f3a9c"
 

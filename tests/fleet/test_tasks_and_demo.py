@@ -6,13 +6,13 @@ from typing import Any
 
 import pytest
 from django.test import Client
-from tests.fleet.fleet_helpers import beat, post_beat, sample
 
 from console.core.demo import DEMO_SEEDERS, DemoContext
 from console.fleet import demo
 from console.fleet.crypto import sha256_hex
 from console.fleet.models import Node, TelemetrySample
 from console.fleet.tasks import prune_telemetry, prune_telemetry_task
+from tests.fleet.fleet_helpers import beat, post_beat, sample
 
 pytestmark = pytest.mark.django_db
 
@@ -36,9 +36,8 @@ def test_the_prune_task_is_scheduled_and_callable(settings: Any) -> None:
 
 
 def test_demo_seeder_writes_tokens_that_authenticate(settings: Any, tmp_path: Any) -> None:
-    from fleet_helpers import SEED_TIERS
-
     from console.tuning.services import create_tier_config
+    from tests.fleet.fleet_helpers import SEED_TIERS
 
     first = create_tier_config(name="default", config=SEED_TIERS)
     create_tier_config(name="default", config=SEED_TIERS, message="v2")
