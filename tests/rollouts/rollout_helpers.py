@@ -1,0 +1,152 @@
+"""Helpers of the rollout tests: real agents (subprocesses) heartbeating to the live test
+console, the executor run in a thread, and waiting on database state."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from gpu_agent.sim.testing import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+MODEL = "demo"
+
+
+def queue(priority: int, wait_ms: int = 1, batch: int = 8) -> dict[str, Any]:
+    return {"max_batch_size": batch, "max_waiting_time_ms": wait_ms, "max_tokens_per_batch": 1_000_000,
+            "priority": priority}
+
+
+def tier_config(online_wait_ms: int = 1, online_batch: int = 8) -> dict[str, Any]:
+    return {"scheduler": {"queues": {"online": queue(1, online_wait_ms, online_batch), "batch": queue(2),
+                                     "offline": queue(3)}}}
+
+
+def wait_for(predicate: Any, timeout: float = 20.0, what: str = "condition", poll: float = 0.1) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(poll)
+
+
+@dataclass
+class Agent:
+    name: str
+    token: str
+    url: str
+    process: subprocess.Popen[bytes]
+    log_path: Path
+
+    def output(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def status(self) -> dict[str, Any]:
+        response = httpx.get(self.url + "/agent/v1/status", headers={"Authorization": f"Bearer {self.token}"},
+                             timeout=5)
+        response.raise_for_status()
+        result: dict[str, Any] = response.json()
+        return result
+
+    def applied(self, kind: str = "tier_config") -> int | None:
+        value: int | None = self.status()["applied"][kind]
+        return value
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait()
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def start_agent(name: str, token: str, console_url: str, tmp: Path, *, engine_url: str | None = None,
+                engine_cmd: str | None = None) -> Agent:
+    """`python -m gpu_agent` managed by the console, attached to `engine_url` or running
+    `engine_cmd` as the simulator."""
+    port = free_port()
+    engine = ["--engine-url", engine_url] if engine_url else ["--engine-cmd", str(engine_cmd), "--simulate",
+                                                               "--engine-start-timeout", "15"]
+    command = [sys.executable, "-m", "gpu_agent", *engine, "--listen", f"127.0.0.1:{port}",
+               "--console", console_url, "--state-dir", str(tmp / f"state-{name}"),
+               "--heartbeat-backoff-max", "1", "--log-level", "warning"]
+    log_path = tmp / f"agent-{name}.log"
+    with open(log_path, "ab") as log:
+        process = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+                                   env={**os.environ, "PYTHONUNBUFFERED": "1", "TIERGATE_NODE_TOKEN": token})
+    agent = Agent(name, token, f"http://127.0.0.1:{port}", process, log_path)
+    deadline = time.monotonic() + 20
+    while True:
+        if process.poll() is not None:
+            raise RuntimeError(f"agent {name} exited with {process.returncode}:\n{agent.output()}")
+        with contextlib.suppress(httpx.TransportError):
+            if httpx.get(agent.url + "/health", timeout=1).status_code == 200:
+                return agent
+        if time.monotonic() > deadline:
+            agent.stop()
+            raise RuntimeError(f"agent {name} did not answer /health:\n{agent.output()}")
+        time.sleep(0.05)
+
+
+class ExecutorThread(threading.Thread):
+    """The Celery task's body, run in this process: what a worker would do, minus the broker."""
+
+    def __init__(self, rollout_id: int) -> None:
+        super().__init__(daemon=True, name=f"rollout-{rollout_id}")
+        self.rollout_id = rollout_id
+        self.result: str | None = None
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        from django.db import connections
+
+        from console.tuning.rollouts.executor import execute
+
+        try:
+            self.result = execute(self.rollout_id, poll_s=0.1)
+        except BaseException as exc:  # reported by finish()
+            self.error = exc
+        finally:
+            connections.close_all()
+
+    def finish(self, timeout: float = 40.0) -> str:
+        self.join(timeout)
+        if self.is_alive():
+            raise AssertionError(f"rollout {self.rollout_id} still running after {timeout} s")
+        if self.error is not None:
+            raise self.error
+        assert self.result is not None
+        return self.result
+
+
+def run_rollout(rollout: Any, timeout: float = 40.0) -> Any:
+    """Execute the rollout to its end in a thread; return it reloaded."""
+    thread = ExecutorThread(rollout.pk)
+    thread.start()
+    thread.finish(timeout)
+    rollout.refresh_from_db()
+    return rollout
+
+
+def timeline(rollout: Any) -> str:
+    return "\n".join(e.message for e in rollout.events.order_by("ts", "id"))
