@@ -116,6 +116,7 @@ INSTALLED_APPS = [
     "console.audit",
     "console.tuning",
     "console.fleet",
+    "console.bench.apps.BenchConfig",
 ]
 
 MIDDLEWARE = [
@@ -228,6 +229,8 @@ SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"] = {
     "RolloutStateEnum": "console.tuning.rollouts.choices.RolloutState",
     "RolloutNodeStateEnum": "console.tuning.rollouts.choices.NodeState",
     "NodeSelectionEnum": "console.tuning.rollouts.choices.NodeSelection",
+    "BenchmarkRunStatusEnum": "console.bench.choices.RunStatus",
+    "BenchmarkPresetEnum": "console.bench.choices.Preset",
     "RolloutEventLevelEnum": "console.tuning.rollouts.choices.EventLevel",
 }
 
@@ -251,6 +254,8 @@ CELERY_BEAT_SCHEDULE["fleet-prune-telemetry"] = {"task": "fleet.prune_telemetry"
 # expired (its worker died) the next resume hands the rollout to another worker.
 TIERGATE_ROLLOUT_LEASE_S = env_int("TIERGATE_ROLLOUT_LEASE_S", 15, minimum=2)
 CELERY_BEAT_SCHEDULE["tuning-resume-rollouts"] = {"task": "tuning.resume_rollouts", "schedule": 5.0}
+# A benchmark whose worker died is marked failed within a minute or so (DESIGN.md 8).
+CELERY_BEAT_SCHEDULE["bench-detect-lost-runs"] = {"task": "bench.detect_lost_runs", "schedule": 30.0}
 if CELERY_BROKER_URL.startswith("filesystem://"):
     _broker_dir = DATA_DIR / "broker"
     for _sub in ("queue", "processed", "control"):

@@ -17,6 +17,7 @@ api_v1 = [
     path("", include("console.audit.api.urls")),
     path("", include("console.tuning.api.urls")),
     path("", include("console.fleet.api.urls")),
+    path("", include("console.bench.api.urls")),
 ]
 
 urlpatterns = [
@@ -24,6 +25,7 @@ urlpatterns = [
     path("audit/", include("console.audit.urls")),
     path("tuning/", include("console.tuning.urls")),
     path("fleet/", include("console.fleet.urls")),
+    path("benchmarks/", include("console.bench.urls")),
     path("api/v1/", include(api_v1)),
     path("admin/", admin.site.urls),
 ]

@@ -1,0 +1,154 @@
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from console.bench import services
+from console.bench.choices import Preset
+from console.bench.loadgen import SpecError, from_seed003_settings
+from console.bench.models import BenchmarkRun, RequestSample
+from console.bench.presets import PRESETS, preset_workload
+from console.fleet.models import Endpoint
+
+_PROGRESS = ["percent", "elapsed_s", "requests_done", "errors", "current_p99_ttft_s"]
+
+
+class ProgressSerializer(serializers.Serializer):
+    percent = serializers.FloatField(source="progress_percent")
+    elapsed_s = serializers.FloatField()
+    requests_done = serializers.IntegerField()
+    errors = serializers.IntegerField()
+    current_p99_ttft_s = serializers.FloatField(allow_null=True)
+
+
+class BenchmarkRunSerializer(serializers.ModelSerializer):
+    """A run with its live progress and, once finished, its summaries (seconds throughout)."""
+
+    url = serializers.HyperlinkedIdentityField(view_name="benchmarkrun-detail")
+    display = serializers.CharField(read_only=True)
+    endpoint = serializers.PrimaryKeyRelatedField(queryset=Endpoint.objects.all())
+    endpoint_name = serializers.CharField(source="endpoint.name", read_only=True)
+    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    progress = ProgressSerializer(source="*", read_only=True)
+    model = serializers.CharField(max_length=200, required=False, allow_blank=True,
+                                  help_text="Blank: the endpoint's default model.")
+    preset = serializers.ChoiceField(
+        choices=Preset.choices, required=False, default=Preset.CUSTOM,
+        help_text="smoke / mixed-tiers / step-ladder fill the workload in; custom needs `workload`.",
+    )
+    workload = serializers.JSONField(
+        required=False, help_text="WorkloadSpec fields (concurrency | rate | stages, requests | duration_s, "
+        "prompt_tokens, max_tokens, tier_mix, slo_ttft_ms, ...); base_url and model come from the endpoint.",
+    )
+    tier_profiles = serializers.JSONField(
+        required=False, help_text='Per-tier shapes: {"online": {"weight": 0.7, "prompt_tokens": 128, "max_tokens": 64}}.',
+    )
+    seed003_settings = serializers.JSONField(
+        write_only=True, required=False, help_text="Seed 003's client settings.json, imported as the workload.",
+    )
+    slo = serializers.SerializerMethodField()
+
+    class Meta:
+        model = BenchmarkRun
+        fields = [
+            "id", "url", "display", "label", "notes", "endpoint", "endpoint_name", "model", "preset",
+            "workload", "tier_profiles", "seed003_settings", "slo", "status", "status_reason",
+            "cancel_requested", "progress", "created_by", "created_at", "started_at", "finished_at",
+            "heartbeat_at", "measured_from", "measured_to", "config_snapshot", "summary", "timeseries",
+            "validity",
+        ]
+        read_only_fields = [
+            "status", "status_reason", "cancel_requested", "created_at", "started_at", "finished_at",
+            "heartbeat_at", "measured_from", "measured_to", "config_snapshot", "summary", "timeseries",
+            "validity",
+        ]
+
+    @extend_schema_field({"type": "object", "properties": {"ttft_ms": {"type": "number", "nullable": True},
+                                                           "tpot_ms": {"type": "number", "nullable": True}}})
+    def get_slo(self, obj: BenchmarkRun) -> dict[str, float | None]:
+        return obj.slo
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        endpoint: Endpoint = attrs["endpoint"]
+        model = attrs.get("model") or services.default_model(endpoint)
+        if not model:
+            raise serializers.ValidationError({"model": ["required: the endpoint names no default model"]})
+        attrs["model"] = model
+        preset = attrs.get("preset", Preset.CUSTOM)
+        settings = attrs.pop("seed003_settings", None)
+        workload = attrs.get("workload")
+        if workload is not None and not isinstance(workload, dict):
+            raise serializers.ValidationError({"workload": ["must be an object"]})
+        if settings is not None:
+            if not isinstance(settings, dict):
+                raise serializers.ValidationError({"seed003_settings": ["must be an object"]})
+            try:
+                workload = from_seed003_settings(settings, base_url=endpoint.base_url, model=model).to_dict()
+            except SpecError as exc:
+                raise serializers.ValidationError({"seed003_settings": [str(exc)]}) from None
+            attrs["preset"] = Preset.SEED003_SETTINGS
+            workload.update({k: v for k, v in (attrs.get("workload") or {}).items() if k.startswith("slo_")})
+        elif preset in PRESETS:
+            base, profiles = preset_workload(preset, endpoint.base_url, model)
+            workload = {**base, **(workload or {})}
+            attrs.setdefault("tier_profiles", profiles)
+        elif workload is None:
+            raise serializers.ValidationError({"workload": ["required unless a preset or seed003_settings is given"]})
+        attrs["workload"] = workload
+        return attrs
+
+    def create(self, validated_data: dict[str, Any]) -> BenchmarkRun:
+        request = self.context.get("request")
+        try:
+            return services.create_run(
+                endpoint=validated_data["endpoint"], workload=validated_data["workload"],
+                user=getattr(request, "user", None), request=request, model=validated_data["model"],
+                preset=validated_data.get("preset", Preset.CUSTOM),
+                tier_profiles=validated_data.get("tier_profiles") or None,
+                label=validated_data.get("label", ""), notes=validated_data.get("notes", ""),
+            )
+        except services.RunError as exc:
+            raise serializers.ValidationError({exc.field: [exc.message]}) from None
+        except ValueError as exc:  # tier profiles: "tier_profiles.online.weight: ..."
+            field, _, message = str(exc).partition(": ")
+            raise serializers.ValidationError({field: [message or str(exc)]}) from None
+
+
+class RequestSampleSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = RequestSample
+        fields = ["index", "tier", "stage", "warmup", "send_time", "dispatch_lag", "ttft", "tpot", "e2e",
+                  "itl_count", "itl_mean", "itl_p50", "itl_p99", "itl_max", "prompt_tokens",
+                  "output_tokens", "usage_missing", "status", "error"]
+
+
+class MetricDeltaSerializer(serializers.Serializer):
+    metric = serializers.CharField()
+    before = serializers.FloatField(allow_null=True)
+    after = serializers.FloatField(allow_null=True)
+    delta = serializers.FloatField(allow_null=True)
+    delta_pct = serializers.FloatField(allow_null=True)
+    ci_low = serializers.FloatField(allow_null=True)
+    ci_high = serializers.FloatField(allow_null=True)
+    verdict = serializers.CharField()
+
+
+class TierComparisonSerializer(serializers.Serializer):
+    metrics = MetricDeltaSerializer(many=True)
+    throughput = serializers.DictField(child=serializers.DictField(child=serializers.FloatField(allow_null=True)))
+
+
+class ConfigDiffRowSerializer(serializers.Serializer):
+    path = serializers.CharField()
+    old = serializers.JSONField(allow_null=True)
+    new = serializers.JSONField(allow_null=True)
+
+
+class ComparisonSerializer(serializers.Serializer):
+    a = serializers.IntegerField(help_text="Id of run A, the 'before'.")
+    b = serializers.IntegerField(help_text="Id of run B, the 'after'.")
+    tiers = serializers.DictField(child=TierComparisonSerializer(),
+                                  help_text="Per tier and 'overall': B minus A, seconds.")
+    config_diff = ConfigDiffRowSerializer(many=True)

@@ -1,0 +1,15 @@
+"""The bench app: benchmark runs, their request samples, comparisons (DESIGN.md 6).
+
+Kept out of console/bench/__init__.py on purpose: that package also holds the Django-free
+load generator, which must import without Django configured."""
+
+from __future__ import annotations
+
+from django.apps import AppConfig
+
+
+class BenchConfig(AppConfig):
+    name = "console.bench"
+    label = "bench"
+    verbose_name = "Benchmarks"
+    default_auto_field = "django.db.models.BigAutoField"

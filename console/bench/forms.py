@@ -1,0 +1,132 @@
+"""The custom run form: a workload by hand, or seed 003's settings.json pasted or uploaded."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django import forms
+
+from console.bench import services
+from console.bench.choices import Preset
+from console.bench.loadgen import SpecError, from_seed003_settings, parse_stages, parse_tier_mix
+from console.fleet.models import Endpoint
+
+MAX_SETTINGS_BYTES = 256 * 1024
+
+
+class RunForm(forms.Form):
+    endpoint = forms.ModelChoiceField(queryset=Endpoint.objects.order_by("kind", "name"))
+    model = forms.CharField(max_length=200, required=False, help_text="Blank: the endpoint's default model.")
+    label = forms.CharField(max_length=200, required=False)
+    concurrency = forms.IntegerField(min_value=1, required=False, initial=8)
+    rate = forms.FloatField(min_value=0.001, required=False, help_text="Requests per second (instead of concurrency).")
+    arrival = forms.ChoiceField(choices=[("poisson", "Poisson"), ("constant", "constant")], initial="poisson")
+    stages = forms.CharField(required=False, help_text="Step ladder, e.g. 32:10,128:15,256:15 (concurrency:seconds).")
+    requests = forms.IntegerField(min_value=1, required=False, initial=50)
+    duration_s = forms.FloatField(min_value=0.1, required=False, label="Duration (s)")
+    warmup_s = forms.FloatField(min_value=0, required=False, initial=0, label="Warmup (s)")
+    prompt_tokens = forms.IntegerField(min_value=1, initial=128)
+    max_tokens = forms.IntegerField(min_value=1, initial=128)
+    shared_prefix_tokens = forms.IntegerField(min_value=0, initial=0)
+    tier_mix = forms.CharField(required=False, help_text="e.g. online=0.7,batch=0.2,offline=0.1")
+    stream = forms.BooleanField(required=False, initial=True)
+    temperature = forms.FloatField(required=False, min_value=0)
+    slo_ttft_ms = forms.FloatField(required=False, min_value=0, label="SLO: TTFT (ms)")
+    slo_tpot_ms = forms.FloatField(required=False, min_value=0, label="SLO: TPOT (ms)")
+    settings_json = forms.CharField(
+        required=False, widget=forms.Textarea(attrs={"rows": 6}), label="Seed 003 settings.json",
+        help_text="Paste a client settings.json (api / load_test / workload); it replaces the load fields above.",
+    )
+    settings_file = forms.FileField(required=False, label="…or upload it")
+    notes = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
+
+    def _settings(self) -> dict[str, Any] | None:
+        text = self.cleaned_data.get("settings_json") or ""
+        upload = self.cleaned_data.get("settings_file")
+        if upload is not None:
+            if upload.size > MAX_SETTINGS_BYTES:
+                self.add_error("settings_file", "larger than 256 KiB")
+                return None
+            text = upload.read().decode("utf-8", errors="replace")
+        if not text.strip():
+            return None
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            self.add_error("settings_file" if upload else "settings_json", f"not JSON: {exc.msg} (line {exc.lineno})")
+            return None
+        if not isinstance(data, dict):
+            self.add_error("settings_json", "must be a JSON object")
+            return None
+        return data
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        endpoint: Endpoint | None = data.get("endpoint")
+        if endpoint is None or self.errors:
+            return data
+        model = data.get("model") or services.default_model(endpoint)
+        if not model:
+            self.add_error("model", "required: the endpoint names no default model")
+            return data
+        data["model"] = model
+        settings = self._settings()
+        if self.errors:
+            return data
+        try:
+            if settings is not None:
+                spec = from_seed003_settings(settings, base_url=endpoint.base_url, model=model)
+                workload = spec.to_dict()
+                data["preset"] = Preset.SEED003_SETTINGS
+            else:
+                workload = self._workload_fields(data)
+                data["preset"] = Preset.CUSTOM
+        except SpecError as exc:
+            self._add_spec_error(str(exc))
+            return data
+        for slo in ("slo_ttft_ms", "slo_tpot_ms"):
+            if data.get(slo) is not None:
+                workload[slo] = data[slo]
+        try:
+            data["workload"] = services.validate_workload({**workload, "base_url": endpoint.base_url, "model": model})
+        except services.RunError as exc:
+            self._add_spec_error(f"{exc.field.removeprefix('workload.')}: {exc.message}")
+        return data
+
+    def _workload_fields(self, data: dict[str, Any]) -> dict[str, Any]:
+        stages = parse_stages(data.get("stages") or "")
+        workload: dict[str, Any] = {
+            "prompt_tokens": data["prompt_tokens"], "max_tokens": data["max_tokens"],
+            "shared_prefix_tokens": data["shared_prefix_tokens"], "stream": bool(data.get("stream")),
+            "temperature": data.get("temperature"), "warmup_s": data.get("warmup_s") or 0.0,
+            "arrival": data["arrival"], "tier_mix": parse_tier_mix(data.get("tier_mix") or ""),
+        }
+        if stages:
+            workload["stages"] = [{"concurrency": s.concurrency, "duration_s": s.duration_s} for s in stages]
+        elif data.get("rate"):
+            workload["rate"] = data["rate"]
+        else:
+            workload["concurrency"] = data.get("concurrency") or 1
+        if not stages:
+            if data.get("duration_s"):
+                workload["duration_s"] = data["duration_s"]
+            else:
+                workload["requests"] = data.get("requests")
+        return workload
+
+    def _add_spec_error(self, message: str) -> None:
+        field, _, rule = message.partition(": ")
+        field = field.split(".")[0].split("[")[0]
+        if field in self.fields and rule:
+            self.add_error(field, rule)
+        else:
+            self.add_error(None, message)
+
+
+class QuickRunForm(forms.Form):
+    """The one-click buttons: an endpoint and a preset, nothing else."""
+
+    endpoint = forms.ModelChoiceField(queryset=Endpoint.objects.all())
+    preset = forms.ChoiceField(choices=[(p.value, p.label) for p in Preset
+                                        if p not in (Preset.CUSTOM, Preset.SEED003_SETTINGS)])

@@ -1,0 +1,20 @@
+"""Celery tasks of the bench app: thin wrappers over execution and services."""
+
+from __future__ import annotations
+
+from celery import shared_task
+
+from console.bench import execution, services
+
+
+@shared_task(name="bench.run_benchmark", acks_late=True, ignore_result=True)
+def run_benchmark(run_id: int) -> str:
+    """Idempotent: the run is claimed with a conditional UPDATE, so a redelivery (acks_late
+    after a worker died) finds it taken and returns. Time limits are set per run at enqueue."""
+    return execution.execute_run(run_id)
+
+
+@shared_task(name="bench.detect_lost_runs", acks_late=True, ignore_result=True)
+def detect_lost_runs() -> list[int]:
+    """Beat, every 30 s: running runs whose progress went quiet are marked failed."""
+    return services.mark_lost_runs()

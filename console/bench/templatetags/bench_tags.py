@@ -1,0 +1,40 @@
+"""Number formatting for the bench pages."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import template
+
+register = template.Library()
+
+
+@register.filter
+def ms(seconds: Any) -> str:
+    """Seconds as milliseconds with sensible precision; an em dash when unknown."""
+    if seconds is None or seconds == "":
+        return "—"
+    value = float(seconds) * 1000
+    return f"{value:.0f}" if abs(value) >= 100 else f"{value:.1f}" if abs(value) >= 10 else f"{value:.2f}"
+
+
+@register.filter
+def num(value: Any, digits: int = 1) -> str:
+    if value is None or value == "":
+        return "—"
+    return f"{float(value):.{int(digits)}f}"
+
+
+@register.filter
+def pct(ratio: Any) -> str:
+    if ratio is None or ratio == "":
+        return "—"
+    return f"{float(ratio) * 100:.1f}%"
+
+
+@register.filter
+def signed_ms(seconds: Any) -> str:
+    if seconds is None:
+        return "—"
+    value = float(seconds) * 1000
+    return f"{value:+.1f}"

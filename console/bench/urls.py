@@ -1,0 +1,20 @@
+"""Pages under /benchmarks/."""
+
+from __future__ import annotations
+
+from django.urls import path
+
+from console.bench import views
+
+app_name = "bench"
+urlpatterns = [
+    path("", views.run_list, name="run-list"),
+    path("new/", views.run_create, name="run-create"),
+    path("quick/", views.run_quick, name="run-quick"),
+    path("compare/", views.compare, name="compare"),
+    path("<int:pk>/", views.run_detail, name="run-detail"),
+    path("<int:pk>/progress/", views.run_progress, name="run-progress"),
+    path("<int:pk>/cancel/", views.run_cancel, name="run-cancel"),
+    path("<int:pk>/export.json", views.run_export_json, name="run-export-json"),
+    path("<int:pk>/export.csv", views.run_export_csv, name="run-export-csv"),
+]

@@ -1,0 +1,140 @@
+"""Real processes for the bench tests: a simulator behind a standalone agent, a gateway
+Endpoint pointing at it, and helpers to make runs and wait for them."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from gpu_agent.sim.testing import free_port, run_sim_process
+
+ROOT = Path(__file__).resolve().parents[2]
+MODEL = "bench-demo"
+GATEWAY_KEY = "tgk_bench_test_all_tiers_0123456789abcdef0123456789"
+TIER_CONFIG = {"scheduler": {"queues": {
+    "online": {"max_batch_size": 8, "max_waiting_time_ms": 2, "max_tokens_per_batch": 100000, "priority": 1},
+    "batch": {"max_batch_size": 16, "max_waiting_time_ms": 5, "max_tokens_per_batch": 100000, "priority": 2},
+    "offline": {"max_batch_size": 32, "max_waiting_time_ms": 10, "max_tokens_per_batch": 100000, "priority": 3},
+}}}
+
+
+@dataclass
+class Gateway:
+    url: str  # the agent's base, without /v1
+    key: str
+    model: str
+
+
+def _wait_health(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + 20
+    while True:
+        if process.poll() is not None:
+            raise RuntimeError(f"agent exited:\n{log.read_text(errors='replace')}")
+        with contextlib.suppress(httpx.TransportError):
+            if httpx.get(url + "/health", timeout=1).status_code == 200:
+                return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"agent did not answer /health:\n{log.read_text(errors='replace')}")
+        time.sleep(0.05)
+
+
+@pytest.fixture(scope="session")
+def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
+    """`python -m gpu_agent` in standalone mode in front of a tiny-test simulator."""
+    tmp = tmp_path_factory.mktemp("bench-agent")
+    keys = tmp / "keys.json"
+    keys.write_text(json.dumps([{"name": "bench", "key": GATEWAY_KEY, "tiers": ["online", "batch", "offline"],
+                                 "default_tier": "online"}]))
+    tiers = tmp / "tiers.json"
+    tiers.write_text(json.dumps(TIER_CONFIG))
+    with run_sim_process(MODEL, ("--max-num-seqs", "64")) as sim_url:
+        port = free_port()
+        log = tmp / "agent.log"
+        with open(log, "ab") as out:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "gpu_agent", "--engine-url", sim_url, "--listen", f"127.0.0.1:{port}",
+                 "--tier-config", str(tiers), "--keys", str(keys)],
+                cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
+        url = f"http://127.0.0.1:{port}"
+        try:
+            _wait_health(url, process, log)
+            yield Gateway(url, GATEWAY_KEY, MODEL)
+        finally:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+@pytest.fixture
+def endpoint(gateway: Gateway, db: None) -> Any:
+    """A gateway Endpoint for the agent, linked to a node with a tier config, a launch profile
+    and a GPU in its last telemetry sample, so snapshots and charts have something to show."""
+    from django.utils import timezone
+
+    from console.fleet import services as fleet_services
+    from console.fleet.choices import EndpointKind
+    from console.fleet.models import Endpoint, TelemetrySample
+    from console.tuning import services as tuning_services
+
+    node, _ = fleet_services.create_node("bench-node", ["test"], None)
+    tier = tuning_services.create_tier_config(name="bench", config=TIER_CONFIG, message="test", user=None)
+    profile = tuning_services.create_launch_profile(
+        name="bench", args={"model": MODEL, "max_num_seqs": 64}, message="test", user=None)
+    type(node).objects.filter(pk=node.pk).update(
+        applied_tier_config=tier, applied_launch_profile=profile, listen_url=gateway.url,
+        engine={"model": MODEL, "simulated": True, "args": {"max_num_seqs": 64}},
+    )
+    now = timezone.now()
+    TelemetrySample.objects.bulk_create([
+        TelemetrySample(node=node, ts=now - timedelta(seconds=s), gpu_source="simulated",
+                        gpus=[{"index": 0, "name": "Simulated H100"}], gpu_util=0.5, kv_cache_usage=0.2)
+        for s in (30, 20)
+    ])
+    endpoint = fleet_services.create_endpoint(None, name="bench-gw", base_url=gateway.url + "/v1",
+                                              api_key=gateway.key, kind=EndpointKind.GATEWAY,
+                                              node=node, default_model=MODEL, models=[MODEL])
+    assert isinstance(endpoint, Endpoint)
+    return endpoint
+
+
+def add_telemetry(node_id: int, start: Any, seconds: int) -> None:
+    """One sample a second from `start`, as the agent's heartbeats would store them."""
+    from console.fleet.models import TelemetrySample
+
+    TelemetrySample.objects.bulk_create([
+        TelemetrySample(node_id=node_id, ts=start + timedelta(seconds=i), gpu_source="simulated",
+                        gpus=[{"index": 0, "name": "Simulated H100"}], gpu_util=0.6 + i % 3 / 10,
+                        kv_cache_usage=0.3, queue_depth=i % 4)
+        for i in range(seconds)
+    ], ignore_conflicts=True)
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+SMOKE = {"concurrency": 4, "requests": 24, "prompt_tokens": 32, "max_tokens": 16}
