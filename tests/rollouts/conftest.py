@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rollout_helpers import MODEL, Agent, start_agent, tier_config, wait_for
+from rollout_helpers import MODEL, Agent, spawn_agent, tier_config, wait_for, wait_ready
 
 from gpu_agent.sim.testing import run_sim_process
 
@@ -53,11 +53,12 @@ def fleet(live_server: Any, fast_beats: None, sim_url: str, tmp_path: Path,
             name = f"{prefix}-{len(started) + 1:02d}"
             node, token = services.create_node(name, ["test", f"zone-{index % 2}"], None)
             services.set_desired([node], tier_config=versions[0], reason="test start")
-            agent = start_agent(name, token, live_server.url, tmp_path,
+            agent = spawn_agent(name, token, live_server.url, tmp_path,
                                 engine_url=None if engine_cmd else sim_url, engine_cmd=engine_cmd)
             started.append(agent)
             out.append((node, agent))
-        for node, _agent in out:
+        for node, agent in out:  # started all at once: they boot in parallel
+            wait_ready(agent)
             wait_for(lambda n=node: Node.objects.get(pk=n.pk).applied_tier_config_id == versions[0].pk,
                      what=f"{node.name} to apply v1")
             node.refresh_from_db()

@@ -80,10 +80,10 @@ class Agent:
                 self.process.wait()
 
 
-def start_agent(name: str, token: str, console_url: str, tmp: Path, *, engine_url: str | None = None,
+def spawn_agent(name: str, token: str, console_url: str, tmp: Path, *, engine_url: str | None = None,
                 engine_cmd: str | None = None) -> Agent:
-    """`python -m gpu_agent` managed by the console, attached to `engine_url` or running
-    `engine_cmd` as the simulator."""
+    """Start `python -m gpu_agent` managed by the console, attached to `engine_url` or running
+    `engine_cmd` as the simulator; `wait_ready` waits for its gateway."""
     port = free_port()
     engine = ["--engine-url", engine_url] if engine_url else ["--engine-cmd", str(engine_cmd), "--simulate",
                                                                "--engine-start-timeout", "15"]
@@ -94,7 +94,12 @@ def start_agent(name: str, token: str, console_url: str, tmp: Path, *, engine_ur
     with open(log_path, "ab") as log:
         process = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
                                    env={**os.environ, "PYTHONUNBUFFERED": "1", "TIERGATE_NODE_TOKEN": token})
-    agent = Agent(name, token, f"http://127.0.0.1:{port}", process, log_path)
+    return Agent(name, token, f"http://127.0.0.1:{port}", process, log_path)
+
+
+def wait_ready(agent: Agent) -> Agent:
+    process = agent.process
+    name = agent.name
     deadline = time.monotonic() + 20
     while True:
         if process.poll() is not None:

@@ -73,7 +73,7 @@ def lease_s() -> float:
 def fresh_s() -> float:
     """How recent a heartbeat must be for a node to count as reporting (agents beat every
     1-2 s; a few missed beats are tolerated)."""
-    return max(5.0, 4 * heartbeat_interval_s())
+    return max(2.0, 4 * heartbeat_interval_s())
 
 
 def new_owner() -> str:
@@ -301,10 +301,10 @@ class Executor:
             note = ""
             if all(v is None for v in previous.values()):
                 note = "it had no previous version: left as it is"
-            elif is_applied(facts, previous):
-                note = "back on its previous versions"
             elif not is_fresh(facts, now, self.fresh_s):
                 note = "previous versions desired; the agent is not reporting and will take them when it returns"
+            elif is_applied(facts, previous):
+                note = "back on its previous versions"
             elif (now - started).total_seconds() > rollout.convergence_timeout_s:
                 stuck.append(part.node.name)
                 continue
