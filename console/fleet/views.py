@@ -40,6 +40,7 @@ def _rows(now: Any = None) -> list[dict[str, Any]]:
         sample = node.last_sample or {}
         rows.append({
             "node": node, "status": node.status(now), "sample": sample,
+            "age_s": None if node.last_seen_at is None else max(0, int((now - node.last_seen_at).total_seconds())),
             "tiers": sorted((sample.get("tiers") or {}).items()),
             "gpu_util_pct": None if sample.get("gpu_util") is None else sample["gpu_util"] * 100,
             "kv_pct": None if sample.get("kv_cache_usage") is None else sample["kv_cache_usage"] * 100,

@@ -37,6 +37,7 @@ def test_fleet_page_lists_nodes_with_live_status(viewer: Any, node_and_token: An
     assert "online 7" in html and "batch 3" in html and "50%" in html and "25%" in html
     assert "drift" in html  # desired seed-000 v1, nothing applied yet
     assert re.search(r'<time datetime="\d{4}-\d\d-\d\dT', html)
+    assert re.search(r"\b\d+ s ago", html)
 
     fragment = browser(viewer).get("/fleet/live/")
     assert fragment.status_code == 200 and "<html" not in fragment.content.decode()
