@@ -155,3 +155,49 @@ def run_rollout(rollout: Any, timeout: float = 40.0) -> Any:
 
 def timeline(rollout: Any) -> str:
     return "\n".join(e.message for e in rollout.events.order_by("ts", "id"))
+
+
+def stream_completion(client: httpx.Client, url: str, key: str, max_tokens: int) -> tuple[int, str]:
+    """One streamed completion through a gateway: (status, the whole body)."""
+    body = {"model": MODEL, "prompt": "hello rollout", "max_tokens": max_tokens, "stream": True,
+            "ignore_eos": True, "stream_options": {"include_usage": True}}
+    with client.stream("POST", url + "/v1/completions", json=body,
+                       headers={"Authorization": f"Bearer {key}"}) as response:
+        text = "".join(response.iter_text())
+        return response.status_code, text
+
+
+class Load:
+    """Steady streamed traffic through some gateways from a few threads, until stopped."""
+
+    def __init__(self, urls: list[str], key: str, workers_per_url: int = 4, max_tokens: int = 4) -> None:
+        self.urls, self.key, self.max_tokens = urls, key, max_tokens
+        self.stop_event = threading.Event()
+        self.ok = 0
+        self.failed: list[str] = []
+        self._lock = threading.Lock()
+        self.threads = [threading.Thread(target=self._loop, args=(url,), daemon=True)
+                        for url in urls for _ in range(workers_per_url)]
+
+    def _loop(self, url: str) -> None:
+        with httpx.Client(timeout=30) as client:
+            while not self.stop_event.is_set():
+                try:
+                    status, text = stream_completion(client, url, self.key, self.max_tokens)
+                except httpx.HTTPError as exc:
+                    status, text = 0, repr(exc)
+                with self._lock:
+                    if status == 200 and "[DONE]" in text:
+                        self.ok += 1
+                    else:
+                        self.failed.append(f"{status}: {text[:200]}")
+
+    def __enter__(self) -> Load:
+        for thread in self.threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop_event.set()
+        for thread in self.threads:
+            thread.join(30)

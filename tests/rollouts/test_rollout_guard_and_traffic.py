@@ -1,0 +1,84 @@
+"""Rollouts under traffic sent through the agents' gateways: an SLO regression rolls back on
+its own, and requests in flight during a hot reconfigure all complete."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import time
+from typing import Any
+
+import httpx
+from rollout_helpers import Load, run_rollout, stream_completion, tier_config, timeline
+
+
+def _key() -> str:
+    from console.fleet.services import create_gateway_key
+
+    _, plaintext = create_gateway_key("load", ["online", "batch", "offline"], "online", None, check=False)
+    return plaintext
+
+
+def _wait_key(agent: Any, key: str) -> None:
+    deadline = time.monotonic() + 10
+    with httpx.Client(timeout=10) as client:
+        while stream_completion(client, agent.url, key, 1)[0] != 200:
+            assert time.monotonic() < deadline, "the agent never received the gateway key"
+            time.sleep(0.1)
+
+
+def test_a_config_that_starves_online_traffic_is_rolled_back_by_the_slo_guard(fleet: Any, versions: Any) -> None:
+    from console.tuning.rollouts import services
+    from console.tuning.services import create_tier_config
+
+    v1, _ = versions
+    key = _key()
+    nodes = fleet(2)
+    for _, agent in nodes:
+        _wait_key(agent, key)
+    # Online requests wait 800 ms for a batch of 64 that never fills: TTFT P99 goes from a few
+    # milliseconds to most of a second.
+    starving = create_tier_config(name="tiers", config=tier_config(online_wait_ms=800, online_batch=64),
+                                  message="starves online")
+    with Load([agent.url for _, agent in nodes], key, workers_per_url=6) as load:
+        time.sleep(2.5)  # the baseline: the window before the change
+        rollout = services.create_rollout(
+            tier_config=starving, canary_count=1, convergence_timeout_s=15,
+            guard_max_ttft_p99_regression_pct=100, guard_max_error_rate=0.05, guard_window_s=2.5, start=False,
+        )
+        rollout = run_rollout(rollout)
+    assert not load.failed, load.failed[:3]
+    assert rollout.state == "rolled_back", timeline(rollout)
+    assert "SLO guard failed" in rollout.reason and "online TTFT P99" in rollout.reason
+    canary, untouched = (p for p in rollout.nodes.order_by("position"))
+    assert canary.state == "rolled_back" and untouched.state == "pending"
+    for _, agent in nodes:
+        assert agent.applied() == v1.pk
+
+
+def test_requests_in_flight_survive_a_hot_reconfigure(fleet: Any, versions: Any) -> None:
+    from console.tuning.rollouts import services
+
+    _, v2 = versions
+    key = _key()
+    ((_, agent),) = fleet(1)
+    _wait_key(agent, key)
+    with httpx.Client(timeout=30) as client, concurrent.futures.ThreadPoolExecutor(8) as pool:
+        # Long streams (about 1.5-2 s each) that straddle the reconfigure.
+        def timed() -> tuple[int, str, float]:
+            status, text = stream_completion(client, agent.url, key, 1000)
+            return status, text, time.time()
+
+        futures = [pool.submit(timed) for _ in range(8)]
+        time.sleep(0.3)
+        rollout = run_rollout(services.create_rollout(tier_config=v2, canary_count=0, convergence_timeout_s=10,
+                                                      start=False))
+        assert rollout.state == "succeeded", timeline(rollout)
+        results = [f.result(timeout=30) for f in futures]
+    assert agent.applied() == v2.pk
+    # The config changed under them: every stream ended after the node reported v2 applied.
+    applied_at = rollout.nodes.get().applied_at.timestamp()
+    assert min(end for _, _, end in results) > applied_at
+    for status, text, _ in results:
+        assert status == 200, text[:300]
+        assert text.rstrip().endswith("data: [DONE]")
+        assert '"completion_tokens":1000' in text.replace(" ", "")
