@@ -1,12 +1,7 @@
 """The Tiergate console: Django project, REST API and Celery workers.
 
-Importing the Celery app here makes `@shared_task` bind to it in every process.
-Loadgen (`console.bench.loadgen`) is importable without Django; the import below is lazy in
-effect because `console.celery` only imports Celery, never Django models.
+The Celery app lives in console.celery; `celery -A console` finds it there, and the core app
+imports it when Django starts (CoreConfig.ready), so `@shared_task` binds to it in every
+process. Nothing is imported here: `console.bench.loadgen` must stay importable without
+Django or Celery.
 """
-
-from __future__ import annotations
-
-from console.celery import app as celery_app
-
-__all__ = ["celery_app"]
