@@ -77,10 +77,16 @@ def keys_version(keys: list[dict[str, Any]]) -> str:
 
 # --- desired versions ----------------------------------------------------------------------
 
-def launch_argv(args: dict[str, Any]) -> list[str]:
+def launch_argv(args: dict[str, Any]) -> list[str] | None:
+    """The `vllm serve` argv of a stored profile; None (and a log line) if it no longer passes
+    validation, so one bad profile cannot turn every beat of its nodes into a 500."""
     from console.tuning.vllm_args import render_argv, validate_args
 
-    return render_argv(validate_args(args))
+    try:
+        return render_argv(validate_args(args))
+    except ValueError as exc:
+        log.warning("launch profile args do not render: %s", exc)
+        return None
 
 
 def desired_reply(node: Node, applied_tier: int | None, applied_profile: int | None) -> dict[str, Any]:
