@@ -58,6 +58,7 @@ from console.tuning.rollouts.plan import (
     NodeFacts,
     is_applied,
     is_fresh,
+    is_healthy,
     progress,
 )
 
@@ -303,8 +304,8 @@ class Executor:
                 note = "it had no previous version: left as it is"
             elif not is_fresh(facts, now, self.fresh_s):
                 note = "previous versions desired; the agent is not reporting and will take them when it returns"
-            elif is_applied(facts, previous):
-                note = "back on its previous versions"
+            elif is_applied(facts, previous) and is_healthy(facts, now, self.fresh_s):
+                note = "back on its previous versions and healthy"
             elif (now - started).total_seconds() > rollout.convergence_timeout_s:
                 stuck.append(part.node.name)
                 continue
