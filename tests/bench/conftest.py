@@ -138,3 +138,43 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "c
 
 
 SMOKE = {"concurrency": 4, "requests": 24, "prompt_tokens": 32, "max_tokens": 16}
+
+
+@pytest.fixture
+def plain_endpoint(db: None) -> Any:
+    """An endpoint no process answers: for tests that never send a request."""
+    from console.fleet import services as fleet_services
+
+    return fleet_services.create_endpoint(None, name="plain", base_url="http://127.0.0.1:9/v1",
+                                          api_key="sk-test-plain-0000000000", default_model="m1")
+
+
+def stored_run(endpoint: Any, *, ttft_scale: float, n: int = 300, max_num_seqs: int = 64,
+               status: str = "succeeded", seed: int = 0, label: str = "") -> Any:
+    """A finished run with synthetic samples (two tiers) and a snapshot, as if a task had
+    stored them; nothing is sent anywhere."""
+    import numpy as np
+
+    from console.bench.loadgen import summarize
+    from console.bench.models import BenchmarkRun, RequestSample
+
+    rng = np.random.default_rng(seed)
+    run = BenchmarkRun.objects.create(
+        endpoint=endpoint, model="m1", label=label, status=status,
+        workload={"base_url": endpoint.base_url, "model": "m1", "concurrency": 8, "requests": n,
+                  "slo_ttft_ms": 500.0},
+        config_snapshot={"nodes": [{"id": None, "name": "n1",
+                                    "tier_config": {"name": "t", "version": 1, "config": TIER_CONFIG},
+                                    "launch_profile": {"name": "p", "version": 1, "args": {"max_num_seqs": max_num_seqs}},
+                                    "engine": {"args": {"max_num_seqs": max_num_seqs}}, "gpu": {"models": ["H100"]}}]},
+    )
+    samples = []
+    for i in range(n):
+        ttft = float(rng.exponential(ttft_scale)) + 0.01
+        samples.append(RequestSample(run=run, index=i, tier="online" if i % 4 else "batch", send_time=1000.0 + i * 0.01,
+                                     ttft=ttft, tpot=0.01, e2e=ttft + 0.2, prompt_tokens=32, output_tokens=20,
+                                     itl_count=19, itl_mean=0.01, status=200))
+    RequestSample.objects.bulk_create(samples)
+    run.summary = summarize([s.to_loadgen() for s in samples], slo_ttft_ms=500.0)
+    run.save(update_fields=["summary"])
+    return run
