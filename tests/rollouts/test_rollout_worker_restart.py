@@ -1,0 +1,70 @@
+"""A Celery worker killed in the middle of a rollout: another worker resumes it from the rows
+it left, and no node has its desired versions set twice."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+from rollout_helpers import ROOT, timeline, wait_for
+
+
+def start_worker(queue: str, log_path: Path) -> subprocess.Popen[bytes]:
+    from conftest_db import database_url
+
+    env = {**os.environ, "DATABASE_URL": database_url(), "TIERGATE_ROLLOUT_LEASE_S": "2"}
+    with open(log_path, "ab") as log:
+        return subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "console", "worker", "--pool", "threads", "--concurrency", "2",
+             "--loglevel", "INFO", "--without-mingle", "--without-gossip", "-Q", queue,
+             "--hostname", f"{queue}-{uuid.uuid4().hex[:6]}@%h"],
+            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+        )
+
+
+def test_a_worker_killed_mid_rollout_is_resumed_without_applying_twice(fleet: Any, versions: Any,
+                                                                       tmp_path: Path) -> None:
+    from console.audit.models import AuditEvent
+    from console.tuning.models_rollouts import Rollout
+    from console.tuning.rollouts import services
+    from console.tuning.rollouts.tasks import orphaned_rollouts, run_rollout
+
+    _, v2 = versions
+    nodes = fleet(2)
+    # The guard's window (no traffic: it only notes that) holds the rollout after the canary.
+    rollout = services.create_rollout(tier_config=v2, canary_count=1, convergence_timeout_s=15,
+                                      guard_max_error_rate=0.5, guard_window_s=1.5, start=False)
+    queue = f"rollouts-test-{uuid.uuid4().hex[:8]}"
+    first = start_worker(queue, tmp_path / "worker-1.log")
+    second = None
+    try:
+        run_rollout.apply_async((rollout.pk,), queue=queue)
+        wait_for(lambda: Rollout.objects.get(pk=rollout.pk).guard_since is not None, timeout=30,
+                 what="the canary wave to be applied, under the first worker")
+        assert str(first.pid) in Rollout.objects.get(pk=rollout.pk).lease_owner
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+        second = start_worker(queue, tmp_path / "worker-2.log")  # boots while the lease runs out
+
+        wait_for(lambda: rollout.pk in orphaned_rollouts(), timeout=10, what="the dead worker's lease to expire")
+        run_rollout.apply_async((rollout.pk,), queue=queue)  # what resume_rollouts sends
+        wait_for(lambda: not Rollout.objects.get(pk=rollout.pk).is_active, timeout=40, what="the rollout to end")
+    finally:
+        for proc in (first, second):
+            if proc is not None and proc.poll() is None:
+                proc.terminate()
+                proc.wait(15)
+    rollout.refresh_from_db()
+    assert rollout.state == "succeeded", timeline(rollout) + (tmp_path / "worker-2.log").read_text()[-2000:]
+    assert second is not None and str(second.pid) in rollout.lease_owner
+    for node, agent in nodes:
+        sets = AuditEvent.objects.filter(object_type="fleet.node", object_id=str(node.pk),
+                                         message=f"desired versions set: {rollout}")
+        assert sets.count() == 1, list(sets.values_list("message", flat=True))
+        assert agent.applied() == v2.pk
+    assert timeline(rollout).count("started") == 1
