@@ -89,6 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         log_level="warning" if options.log_level == "info" else options.log_level,
         access_log=False,  # a log line per request would cost more than the gateway itself
         lifespan="on",
+        proxy_headers=False,  # client addresses are not used; skip the per-request rewrite
         timeout_graceful_shutdown=5,
     )
     return 0

@@ -64,6 +64,8 @@ class Agent:
                 self.engine_health,
             )
         )
+        # Set by the gateway when an attached engine refused `priority` (fcfs policy).
+        self.engine_refuses_priority = False
         self._session: aiohttp.ClientSession | None = None
         self._engine_task: asyncio.Task[None] | None = None
         self.reconciler: Any = None  # gpu_agent.reconciler.Reconciler in console mode
@@ -84,10 +86,10 @@ class Agent:
 
     @property
     def pass_priority(self) -> bool:
-        """Send vLLM's `priority` only when the config asks for it and, where the launch flags
-        are known, the engine runs the priority policy: vLLM refuses a non-zero priority
-        under fcfs."""
-        if not self.config.scheduler.admission.pass_priority:
+        """Send vLLM's `priority` only when the config asks for it and the engine runs the
+        priority policy (vLLM refuses a non-zero priority under fcfs): known from the launch
+        flags in managed mode, learnt from the first refusal in attached mode."""
+        if not self.config.scheduler.admission.pass_priority or self.engine_refuses_priority:
             return False
         if self.supervisor is not None:
             return self.supervisor.args.get("scheduling_policy") == "priority"

@@ -42,6 +42,8 @@ _PROMPT_TOKENS = re.compile(rb'"prompt_tokens":\s*(\d+)')
 _COMPLETION_TOKENS = re.compile(rb'"completion_tokens":\s*(\d+)')
 _TAIL_BYTES = 4096
 _HOP_HEADERS = (b"content-type", b"x-request-id")
+# vLLM refuses a non-zero `priority` unless it runs `--scheduling-policy priority`.
+_PRIORITY_REFUSED = b"priority scheduling is not enabled"
 
 
 class _Disconnect:
@@ -182,7 +184,8 @@ class Gateway:
         if not isinstance(max_tokens, int) or max_tokens <= 0:
             max_tokens = DEFAULT_MAX_TOKENS
         prompt_tokens = estimate_prompt_tokens(payload, chat, len(body))
-        if agent.pass_priority:
+        sent_priority = agent.pass_priority
+        if sent_priority:
             payload["priority"] = queue.priority
             body = json.dumps(payload).encode()
         req_id = self._id_prefix + str(next(self._ids))
@@ -207,7 +210,14 @@ class Gateway:
                 # hold an awaiting-first-token slot until the whole answer is done.
                 ticket.first_token()
             path = "/v1/chat/completions" if chat else "/v1/completions"
-            await self._forward(send, ticket, path, body, upstream_id, tier, stream, t0, state)
+            args = (send, ticket, path, body, upstream_id, tier, stream, t0, state)
+            if not await self._forward(*args, sent_priority):
+                # An attached fcfs engine: stop sending `priority`, this request included.
+                log.warning("the engine refuses vLLM's priority field; no longer sending it")
+                agent.engine_refuses_priority = True
+                del payload["priority"]
+                body = json.dumps(payload).encode()
+                await self._forward(send, ticket, path, body, *args[4:], False)
         except asyncio.CancelledError:
             if not state.gone:
                 raise
@@ -233,7 +243,10 @@ class Gateway:
         stream: bool,
         t0: float,
         state: _Disconnect,
-    ) -> None:
+        sent_priority: bool,
+    ) -> bool:
+        """Relay one upstream exchange; False (nothing sent yet) when the engine refused the
+        `priority` field, so the caller can try again without it."""
         agent = self.agent
         headers = {"content-type": "application/json", "x-request-id": upstream_id}
         started = False
@@ -251,8 +264,10 @@ class Gateway:
                 out_headers.append((b"x-tiergate-tier", tier.encode()))
                 if resp.status != 200 or not stream:
                     data = await resp.read()
+                    if resp.status == 400 and sent_priority and _PRIORITY_REFUSED in data.lower():
+                        return False
                     await self._relay_whole(send, resp.status, data, out_headers, tier, t0)
-                    return
+                    return True
                 out_headers.append((b"cache-control", b"no-cache"))
                 await send({"type": "http.response.start", "status": 200, "headers": out_headers})
                 started = True
@@ -269,21 +284,34 @@ class Gateway:
             prompt, completion = _usage(tail)
             agent.metrics.finished(tier, OK, ttft, prompt, completion)
         except (aiohttp.ClientError, TimeoutError) as exc:
-            agent.metrics.finished(tier, ERROR, ttft)
-            detail = str(exc) or type(exc).__name__
-            if started:
-                state.done = True
-                await send(
-                    {
-                        "type": "http.response.body",
-                        "body": sse_error(f"the engine stream broke: {detail}", "engine_error"),
-                        "more_body": False,
-                    }
-                )
-            elif isinstance(exc, aiohttp.ClientConnectorError):
-                await send_error(send, 503, f"the engine is not reachable: {detail}", "engine_down")
-            else:
-                await send_error(send, 502, f"engine error: {detail}", "engine_error")
+            await self._upstream_failed(send, exc, started, ttft, tier, state)
+        return True
+
+    async def _upstream_failed(
+        self,
+        send: Send,
+        exc: BaseException,
+        started: bool,
+        ttft: float | None,
+        tier: str,
+        state: _Disconnect,
+    ) -> None:
+        agent = self.agent
+        agent.metrics.finished(tier, ERROR, ttft)
+        detail = str(exc) or type(exc).__name__
+        if started:
+            state.done = True
+            await send(
+                {
+                    "type": "http.response.body",
+                    "body": sse_error(f"the engine stream broke: {detail}", "engine_error"),
+                    "more_body": False,
+                }
+            )
+        elif isinstance(exc, aiohttp.ClientConnectorError):
+            await send_error(send, 503, f"the engine is not reachable: {detail}", "engine_down")
+        else:
+            await send_error(send, 502, f"engine error: {detail}", "engine_error")
 
     async def _relay_whole(
         self,

@@ -3,6 +3,7 @@ the gateway stays up and says 503 while the engine is gone."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -10,11 +11,20 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
+from aiohttp import web
 
 from gpu_agent.sim.testing import free_port
-from tests.agent.conftest import ALL_KEY, MODEL, running_agent, standalone_args, tier_config
+from tests.agent.conftest import (
+    ALL_KEY,
+    MODEL,
+    running_agent,
+    standalone_args,
+    start_agent,
+    tier_config,
+)
 
 
 def test_an_engine_killed_mid_stream_ends_the_stream_with_an_error_event(tmp_path: Path) -> None:
@@ -82,3 +92,46 @@ def test_an_engine_killed_mid_stream_ends_the_stream_with_an_error_event(tmp_pat
         if engine.poll() is None:
             engine.kill()
             engine.wait()
+
+
+async def test_an_engine_that_refuses_priority_is_retried_without_it(tmp_path: Path) -> None:
+    """vLLM under fcfs answers 400 to a non-zero `priority`: the gateway learns it once."""
+    seen: list[Any] = []
+
+    async def completions(request: web.Request) -> web.Response:
+        body = await request.json()
+        seen.append(body.get("priority"))
+        if body.get("priority"):
+            message = f"Got priority {body['priority']} but Priority scheduling is not enabled."
+            return web.json_response(
+                {"error": {"message": message, "type": "BadRequestError", "code": 400}}, status=400
+            )
+        return web.json_response({"choices": [{"message": {"content": "hi"}}], "usage": None})
+
+    async def health(request: web.Request) -> web.Response:
+        return web.Response(text="")
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", completions)
+    app.router.add_get("/health", health)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    try:
+        args = standalone_args(tmp_path, f"http://127.0.0.1:{port}", tier_config())
+        agent = await asyncio.to_thread(start_agent, args, tmp_path / "agent.log")
+        try:
+            headers = {"Authorization": f"Bearer {ALL_KEY}", "X-Tiergate-Tier": "batch"}
+            body = {"model": MODEL, "messages": [{"role": "user", "content": "x"}]}
+            async with httpx.AsyncClient(timeout=10) as client:
+                for _ in range(2):
+                    response = await client.post(
+                        agent.url + "/v1/chat/completions", json=body, headers=headers
+                    )
+                    assert response.status_code == 200, response.text
+        finally:
+            await asyncio.to_thread(agent.stop)
+    finally:
+        await runner.cleanup()
+    assert seen == [2, None, None]
