@@ -176,7 +176,7 @@ class Reconciler:
         if isinstance(desired, dict):
             self._apply_tier_config(desired.get(TIER_CONFIG))
             self._apply_launch_profile(desired.get(LAUNCH_PROFILE))
-        if "gateway_keys" in reply:
+        if reply.get("gateway_keys") is not None:  # absent or null: keys unchanged
             self._apply_keys(reply["gateway_keys"], str(reply.get("keys_version", "")))
 
     def _apply_tier_config(self, wanted: Any) -> None:
