@@ -1,0 +1,163 @@
+"""REST API and pages of rollouts, without agents (nothing here waits on a heartbeat)."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import pytest
+from django.core.management import call_command
+
+
+@pytest.fixture
+def setup(db: None) -> dict[str, Any]:
+    from rollout_helpers import tier_config
+
+    from console.fleet.services import create_node, set_desired
+    from console.tuning.services import create_tier_config
+
+    v1 = create_tier_config(name="tiers", config=tier_config(1), message="v1")
+    v2 = create_tier_config(name="tiers", config=tier_config(2), message="v2")
+    nodes = [create_node(name, labels, None)[0] for name, labels in (("gpu-a", ["zone-a"]), ("gpu-b", ["zone-b"]))]
+    set_desired(nodes, tier_config=v1)
+    return {"v1": v1, "v2": v2, "nodes": nodes}
+
+
+def test_an_operator_creates_a_rollout_and_reads_it_back(api: Any, operator: Any, viewer: Any,
+                                                         setup: dict[str, Any]) -> None:
+    from console.audit.models import AuditEvent
+
+    response = api(operator).post("/api/v1/rollouts/", {
+        "tier_config": setup["v2"].pk, "node_selection": "label", "label": "zone-b", "canary_count": 1,
+        "guard_max_ttft_p99_regression_pct": 20, "guard_window_s": 10, "message": "tighter online",
+    }, format="json")
+    assert response.status_code == 201, response.json()
+    body = response.json()
+    assert body["state"] == "pending" and body["target"] == "tiers v2" and body["node_count"] == 1
+    assert [n["node_name"] for n in body["nodes"]] == ["gpu-b"]
+    assert body["events"][0]["message"].startswith("created by otto")
+    assert AuditEvent.objects.filter(action="rollout", object_id=str(body["id"])).exists()
+
+    listed = api(viewer).get("/api/v1/rollouts/").json()
+    assert [r["id"] for r in listed["results"]] == [body["id"]]
+    assert api(viewer).get(f"/api/v1/rollouts/{body['id']}/").json()["guard_window_s"] == 10
+
+
+@pytest.mark.parametrize(("payload", "field"), [
+    ({}, "tier_config"),
+    ({"tier_config": 99999}, "tier_config"),
+    ({"node_selection": "nodes", "nodes": []}, "nodes"),
+    ({"node_selection": "nodes", "nodes": [99999]}, "nodes"),
+    ({"node_selection": "label", "label": "nowhere"}, "label"),
+    ({"node_selection": "everything"}, "node_selection"),
+    ({"guard_max_error_rate": 2}, "guard_max_error_rate"),
+    ({"canary_count": -1}, "canary_count"),
+    ({"convergence_timeout_s": 0}, "convergence_timeout_s"),
+])
+def test_bad_input_gets_400_naming_the_field(api: Any, operator: Any, setup: dict[str, Any],
+                                             payload: dict[str, Any], field: str) -> None:
+    data = {"tier_config": setup["v2"].pk, **payload} if payload and "tier_config" not in payload else payload
+    response = api(operator).post("/api/v1/rollouts/", data, format="json")
+    assert response.status_code == 400
+    assert field in response.json(), response.json()
+
+
+def test_a_node_in_an_unfinished_rollout_cannot_join_another(api: Any, operator: Any, setup: dict[str, Any]) -> None:
+    client = api(operator)
+    assert client.post("/api/v1/rollouts/", {"tier_config": setup["v2"].pk}, format="json").status_code == 201
+    response = client.post("/api/v1/rollouts/", {"tier_config": setup["v1"].pk}, format="json")
+    assert response.status_code == 400 and "unfinished" in response.json()["nodes"][0]
+
+
+def test_a_viewer_cannot_start_abort_or_roll_back(api: Any, viewer: Any, operator: Any,
+                                                  setup: dict[str, Any]) -> None:
+    assert api(viewer).post("/api/v1/rollouts/", {"tier_config": setup["v2"].pk}, format="json").status_code == 403
+    rid = api(operator).post("/api/v1/rollouts/", {"tier_config": setup["v2"].pk}, format="json").json()["id"]
+    assert api(viewer).post(f"/api/v1/rollouts/{rid}/abort/").status_code == 403
+    assert api(viewer).post(f"/api/v1/rollouts/{rid}/rollback/").status_code == 403
+
+
+def test_abort_before_any_node_was_touched_ends_aborted(api: Any, operator: Any, setup: dict[str, Any]) -> None:
+    from console.tuning.models_rollouts import Rollout
+    from console.tuning.rollouts.executor import Executor
+
+    client = api(operator)
+    rid = client.post("/api/v1/rollouts/", {"tier_config": setup["v2"].pk}, format="json").json()["id"]
+    assert client.post(f"/api/v1/rollouts/{rid}/rollback/").json() == {
+        "state": [f"Rollout #{rid} is still pending: abort it instead"]}
+    body = client.post(f"/api/v1/rollouts/{rid}/abort/").json()
+    assert body["abort_requested"] is True
+    executor = Executor(rid, sleep=lambda s: None)
+    assert executor.run() == "aborted"
+    rollout = Rollout.objects.get(pk=rid)
+    assert rollout.reason == "aborted by an operator"
+    assert set(rollout.nodes.values_list("state", flat=True)) == {"pending"}
+    for node in setup["nodes"]:
+        node.refresh_from_db()
+        assert node.desired_tier_config_id == setup["v1"].pk  # never touched
+    assert client.post(f"/api/v1/rollouts/{rid}/abort/").status_code == 400
+    assert "already" in client.post(f"/api/v1/rollouts/{rid}/rollback/").json()["state"][0]
+
+
+def test_a_second_executor_cannot_take_a_rollout_whose_lease_is_held(setup: dict[str, Any]) -> None:
+    from console.tuning.rollouts import services
+    from console.tuning.rollouts.executor import Executor
+
+    rollout = services.create_rollout(tier_config=setup["v2"], start=False)
+    first, second = Executor(rollout.pk, owner="one"), Executor(rollout.pk, owner="two")
+    assert first.claim()
+    assert not second.claim()
+    assert second.run() == ""  # returns at once, touching nothing
+    assert first.claim()  # renewing its own lease
+    first.release()
+    assert second.claim()
+
+
+def test_roll_back_to_the_previous_version_from_the_version_page(client: Any, operator: Any,
+                                                                 setup: dict[str, Any]) -> None:
+    from console.fleet.services import set_desired
+    from console.tuning.models_rollouts import Rollout
+
+    set_desired(setup["nodes"], tier_config=setup["v2"])
+    client.force_login(operator)
+    page = client.get(f"/tuning/tier-configs/{setup['v2'].pk}/").content.decode()
+    assert 'id="roll-back-version"' in page and "data-confirm" in page
+    response = client.post(f"/tuning/tierconfig/{setup['v2'].pk}/roll-back/")
+    rollout = Rollout.objects.get()
+    assert response.status_code == 302 and response["Location"] == f"/tuning/rollouts/{rollout.pk}/"
+    assert rollout.kind == "rollback" and rollout.tier_config_id == setup["v1"].pk
+    assert sorted(rollout.nodes.values_list("node__name", flat=True)) == ["gpu-a", "gpu-b"]
+    # v1 is the first version: nothing before it.
+    client.post(f"/tuning/tierconfig/{setup['v1'].pk}/roll-back/")
+    assert Rollout.objects.count() == 1
+
+
+def test_pages_list_form_detail_and_live_fragment(client: Any, operator: Any, setup: dict[str, Any]) -> None:
+    from console.tuning.models_rollouts import Rollout
+
+    client.force_login(operator)
+    assert "No rollouts yet" in client.get("/tuning/rollouts/").content.decode()
+    form = client.get("/tuning/rollouts/new/").content.decode()
+    # The newest version not every node desires yet is preselected (the demo's v2).
+    assert f'<option value="{setup["v2"].pk}" selected>' in form
+    response = client.post("/tuning/rollouts/new/", {
+        "tier_config": setup["v2"].pk, "node_selection": "all", "canary_count": 1, "wave_size": 0,
+        "convergence_timeout_s": 30, "guard_window_s": 30, "guard_tier": "online", "message": "",
+    })
+    rollout = Rollout.objects.get()
+    assert response.status_code == 302 and response["Location"] == f"/tuning/rollouts/{rollout.pk}/"
+    detail = client.get(response["Location"]).content.decode()
+    assert f'data-live-url="/tuning/rollouts/{rollout.pk}/live/"' in detail
+    assert 'data-path="scheduler.queues.online.max_waiting_time_ms"' in detail  # the diff being applied
+    assert 'id="abort"' in detail
+    live = client.get(f"/tuning/rollouts/{rollout.pk}/live/").content.decode()
+    assert 'data-node="gpu-a"' in live and "data-live-done" not in live
+    assert f"Rollout #{rollout.pk}" in client.get("/tuning/rollouts/").content.decode()
+
+
+def test_the_openapi_schema_has_the_rollout_routes_and_no_warnings(db: None) -> None:
+    out = io.StringIO()
+    call_command("spectacular", "--validate", "--fail-on-warn", stdout=out)
+    schema = out.getvalue()
+    for route in ("/api/v1/rollouts/:", "/api/v1/rollouts/{id}/abort/:", "/api/v1/rollouts/{id}/rollback/:"):
+        assert route in schema
