@@ -201,3 +201,29 @@ class Load:
         self.stop_event.set()
         for thread in self.threads:
             thread.join(30)
+
+
+class InlineWorker(threading.Thread):
+    """Executes every unfinished rollout no one holds, as a Celery worker would (the broker's
+    message is redundant with this; a lease keeps the two from running one rollout twice)."""
+
+    def __init__(self) -> None:
+        super().__init__(daemon=True, name="inline-rollout-worker")
+        self.stop_event = threading.Event()
+
+    def run(self) -> None:
+        from django.db import connections
+
+        from console.tuning.rollouts.executor import execute
+        from console.tuning.rollouts.tasks import orphaned_rollouts
+
+        try:
+            while not self.stop_event.wait(0.1):
+                for rollout_id in orphaned_rollouts():
+                    execute(rollout_id, poll_s=0.1)
+        finally:
+            connections.close_all()
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        self.join(30)
