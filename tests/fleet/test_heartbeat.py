@@ -190,3 +190,19 @@ def test_node_ordering_of_queries_is_bounded(node_and_token: Any, django_assert_
     Node.objects.filter(pk=node.pk).update(listen_url="")
     with django_assert_max_num_queries(8):
         assert post_beat(Client(), token, beat(samples=[sample(1795000000.0 + i) for i in range(60)])).status_code == 200
+
+
+def test_the_beats_key_query_matches_the_orm_definition(node_and_token: Any, admin_user: Any) -> None:
+    from console.fleet.heartbeat import keys_for_node
+
+    node, _ = node_and_token
+    other, _ = services.create_node("gpu-b-02", [], None)
+    services.create_gateway_key("everywhere", ["online"], "online", admin_user)
+    services.create_gateway_key("here", ["batch"], "batch", admin_user, nodes=[node, other])
+    services.create_gateway_key("there", ["offline"], "offline", admin_user, nodes=[other])
+    revoked, _ = services.create_gateway_key("old", ["online"], "online", admin_user)
+    services.revoke_gateway_key(revoked, admin_user)
+    for n in (node, other):
+        expected = [k.wire() for k in GatewayKey.objects.for_node(n).order_by("sha256")]
+        assert keys_for_node(n) == expected
+    assert sorted(k["name"] for k in keys_for_node(node)) == ["everywhere", "here"]
