@@ -11,8 +11,10 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+import socket
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from gpu_agent.state import default_state_dir
 
@@ -38,6 +40,7 @@ class AgentOptions:
     upstream_read_timeout_s: float = 600.0
     upstream_pool_size: int = 1024
     heartbeat_backoff_max_s: float = 30.0
+    advertise_url: str | None = None
 
     @property
     def mode(self) -> str:
@@ -45,8 +48,29 @@ class AgentOptions:
 
     @property
     def listen_url(self) -> str:
-        host = "127.0.0.1" if self.listen_host in ("0.0.0.0", "") else self.listen_host
+        """Where others reach the gateway: --advertise-url, or the listen address; for a
+        wildcard listen, the local address this host uses towards the console."""
+        if self.advertise_url:
+            return self.advertise_url
+        host = self.listen_host
+        if host in ("0.0.0.0", "::", ""):
+            host = _local_address_towards(self.console_url) or "127.0.0.1"
         return f"http://{host}:{self.listen_port}"
+
+
+def _local_address_towards(url: str | None) -> str | None:
+    """The source address the kernel picks for `url`'s host (a UDP connect sends nothing)."""
+    if not url:
+        return None
+    host = urlsplit(url).hostname
+    if not host:
+        return None
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+            probe.connect((host, 9))
+            return str(probe.getsockname()[0])
+    except OSError:
+        return None
 
 
 def _listen(value: str) -> tuple[str, int]:
@@ -91,6 +115,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--upstream-read-timeout", type=float, default=600.0, metavar="SECONDS")
     parser.add_argument("--upstream-pool-size", type=_positive_int, default=1024)
     parser.add_argument("--heartbeat-backoff-max", type=float, default=30.0, metavar="SECONDS")
+    parser.add_argument(
+        "--advertise-url", help="the gateway URL reported to the console (default: derived)"
+    )
     return parser
 
 
@@ -133,4 +160,5 @@ def parse_args(argv: list[str] | None = None) -> AgentOptions:
         upstream_read_timeout_s=ns.upstream_read_timeout,
         upstream_pool_size=ns.upstream_pool_size,
         heartbeat_backoff_max_s=ns.heartbeat_backoff_max,
+        advertise_url=ns.advertise_url.rstrip("/") if ns.advertise_url else None,
     )

@@ -229,9 +229,11 @@ class Reconciler:
         try:
             await agent.supervisor.restart([str(a) for a in argv])
         except EngineStartError as exc:
+            agent.telemetry.models = None  # the engine that runs now may serve other names
             self._failed_profile = version
             agent.apply_errors[LAUNCH_PROFILE] = {"version": version, "error": str(exc)}
             return
+        agent.telemetry.models = None
         agent.applied[LAUNCH_PROFILE] = version
         agent.apply_errors.pop(LAUNCH_PROFILE, None)
         self._state[LAUNCH_PROFILE] = {

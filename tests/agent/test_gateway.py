@@ -60,8 +60,9 @@ def test_it_streams_text_completions(agent: AgentProc) -> None:
     assert sum(1 for chunk in stream if chunk.choices and chunk.choices[0].text) == 6
 
 
-def test_it_lists_the_engines_models(agent: AgentProc) -> None:
+def test_it_lists_the_engines_models_to_key_holders(agent: AgentProc) -> None:
     assert [m.id for m in client(agent).models.list()] == [MODEL]
+    assert httpx.get(agent.url + "/v1/models").status_code == 401
 
 
 def test_it_rejects_a_bad_key_with_401(agent: AgentProc) -> None:

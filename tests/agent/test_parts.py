@@ -13,6 +13,7 @@ import pytest
 from aiohttp import web
 
 from gpu_agent.__main__ import main
+from gpu_agent.config import parse_args
 from gpu_agent.keys import KeysError, hash_key, parse_keys
 from gpu_agent.metrics import IntervalStats, percentile
 from gpu_agent.nvml import NvmlReader
@@ -269,3 +270,23 @@ def test_a_malformed_keys_file_exits_2(tmp_path: Path) -> None:
     assert result.returncode == 2 and "invalid JSON at line 1" in result.stderr
     result = run_cli(*base, "--keys", str(wrong_tier))
     assert result.returncode == 2 and "'batch'" in result.stderr
+
+
+def test_the_listen_url_reported_to_the_console_is_reachable() -> None:
+    base = ["--engine-url", "http://127.0.0.1:8001", "--node-token", "t"]
+    local = parse_args([*base, "--listen", "0.0.0.0:9100", "--console", "http://127.0.0.1:8000"])
+    assert local.listen_url == "http://127.0.0.1:9100"
+    fixed = parse_args([*base, "--listen", "127.0.0.1:9101", "--console", "http://c:8000"])
+    assert fixed.listen_url == "http://127.0.0.1:9101"
+    told = parse_args(
+        [
+            *base,
+            "--listen",
+            "0.0.0.0:9100",
+            "--console",
+            "http://c:8000",
+            "--advertise-url",
+            "http://gpu-a-01:9100/",
+        ]
+    )
+    assert told.listen_url == "http://gpu-a-01:9100"
