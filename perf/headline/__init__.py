@@ -1,0 +1,194 @@
+"""The headline experiment (issue 9): tiered scheduling through the gateway against FCFS.
+
+    .venv/bin/python -m perf.headline [--duration 60] [--seed 1] [--json out.json]
+        [--rate R | --load-factor 1.05] [--search-trial 15 | --no-search] [--time-scale 1]
+
+One simulated engine per arm (seed 000's launch flags on a simulated 8B model on an H100),
+the same seeded mixed workload (workload.py) replayed in every arm:
+
+    (a) straight to the engine, fcfs             (b) straight, priority policy + per-tier priority
+    (c) gateway, seed 000's tiers, engine fcfs   (d) gateway, seed 000's tiers, engine priority
+    (e) gateway with the best tier config a short coordinate-descent search found (search.py)
+
+The offered load is `load_factor` x the engine's saturation throughput, which a short Poisson
+sweep against the FCFS engine finds first (search.find_saturation), unless `--rate` is given.
+Outputs: a Markdown table on stdout, the whole record (every arm, tier, sweep step and search
+trial) as JSON. `python manage.py headline` runs the same and stores each arm as a benchmark
+run (console/bench/management/commands/headline.py).
+
+Library::
+
+    opts = Options(duration_s=60, seed=1)
+    exp = run_experiment(opts, log=print)   # Experiment(doc: dict, outcomes: list[ArmOutcome])
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import platform
+import shlex
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from perf.headline.arms import Arm, ArmOutcome, Setup, run_arm, standard_arms
+from perf.headline.report import arm_table, verdict, verdict_lines
+from perf.headline.search import find_saturation, search_tier_config
+from perf.headline.workload import (
+    HARDWARE,
+    SEED_TIER_CONFIG,
+    TIER_PROFILES,
+    engine_flags,
+    records_needed,
+    write_prompts,
+)
+
+# Prompts for this rate bound are written once; the loadgen would repeat them past it.
+MAX_RATE_BOUND = 80.0
+
+
+@dataclass
+class Options:
+    duration_s: float = 60.0
+    warmup_s: float = 5.0
+    seed: int = 1
+    time_scale: float = 1.0
+    rate: float | None = None  # None: find the saturation point first
+    load_factor: float = 1.05
+    sweep_step_s: float = 10.0
+    search_trial_s: float | None = 15.0  # None: no search, no arm (e)
+    arms: str = "abcde"
+    workdir: Path | None = None
+    argv: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Experiment:
+    doc: dict[str, Any]
+    outcomes: list[ArmOutcome]
+
+
+def machine() -> dict[str, Any]:
+    return {
+        "cpus": os.cpu_count(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "load_average_1m": os.getloadavg()[0],
+        "shared": "other engineers' builds and tests ran at the same time (noisy)",
+    }
+
+
+def run_experiment(opts: Options, log: Callable[[str], None] = print) -> Experiment:
+    started = time.time()
+    machine_start = machine()
+    workdir = opts.workdir or Path(tempfile.mkdtemp(prefix="tiergate-headline-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    bound = max(opts.rate or 0.0, MAX_RATE_BOUND)
+    prompts = write_prompts(
+        workdir / "prompts.jsonl",
+        records_needed(bound, max(opts.duration_s, opts.sweep_step_s) + opts.warmup_s),
+        opts.seed,
+    )
+    setup = Setup(
+        rate=opts.rate or 1.0,
+        duration_s=opts.duration_s,
+        warmup_s=opts.warmup_s,
+        seed=opts.seed,
+        time_scale=opts.time_scale,
+        prompts_file=prompts,
+        workdir=workdir,
+    )
+    saturation: dict[str, Any] | None = None
+    if opts.rate is None:
+        saturation = find_saturation(setup, step_s=opts.sweep_step_s, log=log)
+        setup.rate = round(opts.load_factor * saturation["saturation_rps"], 2)
+        log(
+            f"saturation throughput {saturation['saturation_rps']:.2f} req/s; arms offered "
+            f"{setup.rate:.2f} req/s ({opts.load_factor:g}x)"
+        )
+    outcomes: list[ArmOutcome] = []
+    for arm in standard_arms():
+        if arm.key in opts.arms:
+            log(f"arm ({arm.key}) {arm.title}: {opts.duration_s:g} s at {setup.rate:.2f} req/s")
+            outcomes.append(run_arm(arm, setup))
+    search: dict[str, Any] | None = None
+    if "e" in opts.arms and opts.search_trial_s:
+        by_key = {o.arm.key: o for o in outcomes}
+        policy = "priority"
+        if "c" in by_key and "d" in by_key:
+            c_p99 = by_key["c"].tier_row("online")["ttft_p99_ms"] or float("inf")
+            d_p99 = by_key["d"].tier_row("online")["ttft_p99_ms"] or float("inf")
+            policy = "fcfs" if c_p99 < d_p99 else "priority"
+        log(f"search: engine {policy}, {opts.search_trial_s:g} s per trial")
+        search = search_tier_config(setup, policy=policy, trial_s=opts.search_trial_s, log=log)
+        arm_e = Arm(
+            "e",
+            f"gateway-searched-{policy}",
+            f"gateway (searched tiers: {', '.join(search['best_path'][1:]) or 'seed'}), "
+            f"engine {policy}",
+            policy,
+            search["best_config"],
+        )
+        log(f"arm (e) {arm_e.title}: {opts.duration_s:g} s at {setup.rate:.2f} req/s")
+        outcomes.append(run_arm(arm_e, setup))
+    arms = [o.to_json() for o in outcomes]
+    doc = {
+        "experiment": "headline: tiered scheduling vs FCFS (issue 9)",
+        "command": " ".join(
+            shlex.quote(a) for a in [sys.executable, "-m", "perf.headline", *opts.argv]
+        ),
+        "started_at": started,
+        "finished_at": time.time(),
+        "machine": {"start": machine_start, "end": machine()},
+        "hardware": HARDWARE,
+        "engine_flags": {
+            p: engine_flags(p, opts.time_scale, opts.seed) for p in ("fcfs", "priority")
+        },
+        "time_scale": opts.time_scale,
+        "workload": {
+            "tiers": TIER_PROFILES,
+            "arrival": "poisson",
+            "rate_rps": setup.rate,
+            "load_factor": opts.load_factor if opts.rate is None else None,
+            "duration_s": opts.duration_s,
+            "warmup_s": opts.warmup_s,
+            "seed": opts.seed,
+            "stream": True,
+        },
+        "seed_tier_config": SEED_TIER_CONFIG,
+        "saturation": saturation,
+        "search": search,
+        "options": {
+            k: (str(v) if isinstance(v, Path) else v) for k, v in dataclasses.asdict(opts).items()
+        },
+        "arms": arms,
+        "verdict": verdict({a["key"]: a for a in arms}),
+    }
+    return Experiment(doc, outcomes)
+
+
+def render(doc: dict[str, Any]) -> str:
+    lines = [
+        f"# {doc['experiment']}",
+        f"engine: {doc['hardware']}, time scale {doc['time_scale']:g}",
+        f"flags (fcfs arms): {' '.join(doc['engine_flags']['fcfs'])}",
+        f"workload: {doc['workload']['rate_rps']:.2f} req/s Poisson, "
+        f"{doc['workload']['duration_s']:g} s (+{doc['workload']['warmup_s']:g} s warmup), "
+        f"seed {doc['workload']['seed']}; tiers "
+        + ", ".join(
+            f"{t} {p['weight']:.0%} {p['prompt_tokens']}/{p['max_tokens']} tok"
+            for t, p in doc["workload"]["tiers"].items()
+        ),
+        f"machine: {doc['machine']['start']['cpus']} CPUs, load average "
+        f"{doc['machine']['start']['load_average_1m']:.2f} -> {doc['machine']['end']['load_average_1m']:.2f}",
+        "",
+        arm_table(doc["arms"]),
+        "",
+        *verdict_lines(doc["verdict"]),
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,62 @@
+"""``python -m perf.headline``: run the experiment, print the table, write the JSON."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from perf.headline import Options, render, run_experiment
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m perf.headline",
+        description="Tiered scheduling through the gateway against FCFS (issue 9).",
+    )
+    p.add_argument("--duration", type=float, default=60.0, help="measured seconds per arm")
+    p.add_argument("--warmup", type=float, default=5.0, help="unmeasured seconds per arm")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--time-scale", type=float, default=1.0, help="simulator wall s per model s")
+    p.add_argument("--rate", type=float, help="req/s; default: find the saturation point")
+    p.add_argument("--load-factor", type=float, default=1.05, help="x saturation throughput")
+    p.add_argument("--sweep-step", type=float, default=10.0, help="seconds per sweep step")
+    p.add_argument("--search-trial", type=float, default=15.0, help="seconds per search trial")
+    p.add_argument("--no-search", action="store_true", help="skip the search and arm (e)")
+    p.add_argument("--arms", default="abcde", help="subset of a,b,c,d,e")
+    p.add_argument("--workdir", type=Path, help="logs, configs, prompts (default: a temp dir)")
+    p.add_argument("--json", dest="json_path", type=Path, help="write the whole record here")
+    return p
+
+
+def options_from_args(args: argparse.Namespace, argv: list[str]) -> Options:
+    return Options(
+        duration_s=args.duration,
+        warmup_s=args.warmup,
+        seed=args.seed,
+        time_scale=args.time_scale,
+        rate=args.rate,
+        load_factor=args.load_factor,
+        sweep_step_s=args.sweep_step,
+        search_trial_s=None if args.no_search else args.search_trial,
+        arms=args.arms,
+        workdir=args.workdir,
+        argv=argv,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser().parse_args(argv)
+    experiment = run_experiment(
+        options_from_args(args, argv), log=lambda m: print(m, file=sys.stderr)
+    )
+    print(render(experiment.doc))
+    if args.json_path is not None:
+        args.json_path.write_text(json.dumps(experiment.doc, indent=2), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

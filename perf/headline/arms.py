@@ -1,0 +1,169 @@
+"""One arm = a fresh simulated engine (+ a fresh gateway for gateway arms) and one replay of
+the workload against it, with the engine's and gateway's own figures taken around it."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from console.bench.loadgen import RunResult, run_workload
+from perf.headline import telemetry
+from perf.headline.procs import GATEWAY_KEY, run_engine, run_gateway
+from perf.headline.workload import (
+    MODEL,
+    SEED_TIER_CONFIG,
+    TIER_PRIORITY,
+    TIERS,
+    arm_spec,
+    engine_flags,
+)
+
+
+@dataclass(frozen=True)
+class Arm:
+    key: str  # "a".."e"
+    name: str  # short slug, used for files and run labels
+    title: str
+    policy: str  # the engine's --scheduling-policy
+    tier_config: dict[str, Any] | None = None  # None: straight to the engine
+    send_priority: bool = False  # the client sets vLLM's `priority` per tier itself
+
+    @property
+    def via_gateway(self) -> bool:
+        return self.tier_config is not None
+
+
+def standard_arms() -> list[Arm]:
+    """Arms (a)-(d) of issue 9; (e) comes from the search (search.py)."""
+    return [
+        Arm("a", "direct-fcfs", "engine direct, fcfs", "fcfs"),
+        Arm("b", "direct-priority", "engine direct, priority policy, priority per tier",
+            "priority", send_priority=True),
+        Arm("c", "gateway-seed-fcfs", "gateway (seed 000 tiers), engine fcfs", "fcfs",
+            SEED_TIER_CONFIG),
+        Arm("d", "gateway-seed-priority",
+            "gateway (seed 000 tiers), engine priority, priority passed through", "priority",
+            SEED_TIER_CONFIG),
+    ]  # fmt: skip
+
+
+@dataclass
+class Setup:
+    """What every arm shares: the workload and the engine's pace."""
+
+    rate: float
+    duration_s: float
+    warmup_s: float
+    seed: int
+    time_scale: float
+    prompts_file: Path
+    workdir: Path
+
+
+@dataclass
+class ArmOutcome:
+    arm: Arm
+    result: RunResult
+    engine_flags: list[str]
+    engine: dict[str, Any] = field(default_factory=dict)
+    rejections: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def tier_row(self, tier: str) -> dict[str, Any]:
+        """The figures issue 9 asks for, for one tier (or "overall"); times in ms."""
+        s = self.result.summary.get(tier) or {}
+
+        def ms(group: str, pct: str) -> float | None:
+            value = (s.get(group) or {}).get(pct)
+            return None if value is None else 1000 * value
+
+        if tier == "overall":
+            rejected = sum(sum(r.values()) for r in self.rejections.values())
+        else:
+            rejected = sum(self.rejections.get(tier, {}).values())
+        return {
+            "requests": s.get("count", 0),
+            "completed": s.get("completed", 0),
+            "errors": s.get("errors", 0),
+            "rejected": rejected,
+            "ttft_p50_ms": ms("ttft_s", "p50"),
+            "ttft_p99_ms": ms("ttft_s", "p99"),
+            "e2e_p99_ms": ms("e2e_s", "p99"),
+            "request_throughput_rps": s.get("request_throughput_rps"),
+            "output_tokens_per_s": s.get("output_throughput_tps"),
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "key": self.arm.key,
+            "name": self.arm.name,
+            "title": self.arm.title,
+            "engine_policy": self.arm.policy,
+            "via_gateway": self.arm.via_gateway,
+            "client_sends_priority": self.arm.send_priority,
+            "tier_config": self.arm.tier_config,
+            "engine_flags": self.engine_flags,
+            "tiers": {t: self.tier_row(t) for t in (*TIERS, "overall")},
+            "engine": self.engine,
+            "gateway_rejections": self.rejections,
+            "window": list(self.result.window),
+            "client_validity": {
+                "flags": self.result.validity.get("flags", []),
+                "client_cpu_ratio": self.result.validity.get("client_cpu_ratio"),
+                "loop_lag_p99_s": self.result.validity.get("loop_lag_p99_s"),
+            },
+        }
+
+
+async def _drive(spec: Any, engine_url: str) -> tuple[RunResult, dict[str, Any]]:
+    sampler = telemetry.KvSampler(engine_url)
+    task = asyncio.create_task(sampler.run())
+    try:
+        result = await run_workload(spec)
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    return result, sampler.summary()
+
+
+def run_arm(
+    arm: Arm, setup: Setup, *, duration_s: float | None = None, concurrency: int | None = None
+) -> ArmOutcome:
+    """Start the arm's processes, replay the workload, collect every figure, stop them."""
+    flags = engine_flags(arm.policy, setup.time_scale, setup.seed)
+    with run_engine(MODEL, flags, setup.workdir, arm.name) as engine_url:
+        gateway = (
+            run_gateway(engine_url, arm.tier_config, setup.workdir, arm.name)
+            if arm.tier_config is not None
+            else contextlib.nullcontext(engine_url)
+        )
+        with gateway as target:
+            spec = arm_spec(
+                base_url=target,
+                prompts_file=setup.prompts_file,
+                rate=None if concurrency else setup.rate,
+                concurrency=concurrency,
+                duration_s=duration_s or setup.duration_s,
+                warmup_s=setup.warmup_s,
+                seed=setup.seed,
+                api_key=GATEWAY_KEY if arm.via_gateway else None,
+                tier_priority=TIER_PRIORITY if arm.send_priority else None,
+            )
+            gpu0, counters0 = telemetry.sim_gpu(engine_url), telemetry.engine_counters(engine_url)
+            result, kv = asyncio.run(_drive(spec, engine_url))
+            gpu1, counters1 = telemetry.sim_gpu(engine_url), telemetry.engine_counters(engine_url)
+            rejections = telemetry.gateway_rejections(target) if arm.via_gateway else {}
+    delta = {k: counters1[k] - counters0[k] for k in counters0}
+    engine = {
+        **kv,
+        "preemptions": int(delta["preemptions"]),
+        "prefix_cache_hit_rate": (
+            delta["prefix_hits"] / delta["prefix_queries"] if delta["prefix_queries"] else None
+        ),
+        "step_fidelity": telemetry.step_fidelity(gpu0, gpu1),
+        "gpu": gpu1.get("name"),
+    }
+    return ArmOutcome(arm, result, flags, engine, rejections)

@@ -1,0 +1,111 @@
+"""The processes of an arm: a simulated engine and, for gateway arms, the Tiergate gateway.
+
+Both are real subprocesses on 127.0.0.1, started fresh for every arm so that no arm inherits
+another's prefix cache, counters or queue state. Their output goes to files in the run's work
+folder (a pipe nobody reads would block them); a process that dies or never answers /health
+raises with the tail of its log.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+# A gateway key for the experiment only: the process listens on loopback for one arm.
+GATEWAY_KEY = "tgk_headline_" + "0123456789abcdef" * 3
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _tail(path: Path, limit: int = 3000) -> str:
+    try:
+        return path.read_text(errors="replace")[-limit:]
+    except OSError:
+        return ""
+
+
+def _wait_healthy(proc: subprocess.Popen[bytes], url: str, log: Path, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{url}: exited with {proc.returncode}:\n{_tail(log)}")
+        with contextlib.suppress(httpx.TransportError):
+            if httpx.get(url + "/health", timeout=1.0).status_code == 200:
+                return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{url}: no healthy /health in {timeout_s:.0f} s:\n{_tail(log)}")
+        time.sleep(0.05)
+
+
+@contextlib.contextmanager
+def _process(argv: Sequence[str], log: Path, url: str, timeout_s: float) -> Iterator[str]:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(list(argv), cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env=env)
+        try:
+            _wait_healthy(proc, url, log, timeout_s)
+            yield url
+        finally:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+                try:
+                    proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+
+
+def sim_argv(model: str, port: int, flags: Sequence[str]) -> list[str]:
+    return [sys.executable, "-m", "gpu_agent.sim", "serve", model, "--port", str(port), *flags]
+
+
+@contextlib.contextmanager
+def run_engine(model: str, flags: Sequence[str], workdir: Path, name: str) -> Iterator[str]:
+    """``python -m gpu_agent.sim serve MODEL FLAGS``; yields its base URL (no /v1)."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    with _process(sim_argv(model, port, flags), workdir / f"{name}-engine.log", url, 30) as u:
+        yield u
+
+
+@contextlib.contextmanager
+def run_gateway(
+    engine_url: str, tier_config: dict[str, Any], workdir: Path, name: str
+) -> Iterator[str]:
+    """The agent in standalone mode in front of `engine_url`; one all-tier key (GATEWAY_KEY)."""
+    config_path = workdir / f"{name}-tiers.json"
+    config_path.write_text(json.dumps(tier_config, indent=2), encoding="utf-8")
+    tiers = sorted(tier_config["scheduler"]["queues"])
+    keys_path = workdir / f"{name}-keys.json"
+    default = min(tiers, key=lambda t: tier_config["scheduler"]["queues"][t]["priority"])
+    keys = [{"name": "headline", "key": GATEWAY_KEY, "tiers": tiers, "default_tier": default}]
+    keys_path.write_text(json.dumps(keys), encoding="utf-8")
+    port = free_port()
+    argv = [
+        sys.executable, "-m", "gpu_agent",
+        "--engine-url", engine_url,
+        "--listen", f"127.0.0.1:{port}",
+        "--tier-config", str(config_path),
+        "--keys", str(keys_path),
+        "--state-dir", str(workdir / f"{name}-state"),
+        "--log-level", "warning",
+    ]  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    with _process(argv, workdir / f"{name}-gateway.log", url, 30) as u:
+        yield u

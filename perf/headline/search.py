@@ -1,0 +1,162 @@
+"""The two searches the experiment does before its arms: where the engine saturates, and the
+best tier config for this workload.
+
+Saturation (`find_saturation`): a short closed-loop probe (concurrency 2 x max_num_seqs)
+gives a first throughput estimate; then Poisson steps straight to the FCFS engine, 10% apart,
+each a few seconds, until the engine stops keeping up (achieved throughput below 95% of the
+requests sent per second, or TTFT P50 past 4x the first step's: the queue is growing). The
+saturation throughput is the highest throughput any step achieved.
+
+Tier config (`search_tier_config`): coordinate descent from seed 000's config, one variable at
+a time (the seed's own rule: change one thing per benchmark), each trial a short run of the
+arms' workload through the gateway. A trial's score is online TTFT P99; a trial only counts if
+its total request throughput is at least `THROUGHPUT_FLOOR` x the best seen so far and nothing
+was rejected, so the winner cannot buy latency with lost work.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from perf.headline.arms import Arm, ArmOutcome, Setup, run_arm
+from perf.headline.workload import SEED_TIER_CONFIG, with_admission, with_waits
+
+THROUGHPUT_FLOOR = 0.97
+Log = Callable[[str], None]
+Transform = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+def _overall(outcome: ArmOutcome) -> dict[str, Any]:
+    return outcome.tier_row("overall")
+
+
+@dataclass
+class SweepStep:
+    rate: float
+    sent_rps: float
+    achieved_rps: float
+    ttft_p50_ms: float | None
+    ttft_p99_ms: float | None
+
+
+def find_saturation(
+    setup: Setup, *, step_s: float = 10.0, probe_s: float = 8.0, log: Log = print
+) -> dict[str, Any]:
+    """Sweep Poisson rates against the FCFS engine; see the module docstring."""
+    direct = Arm("s", "sweep", "engine direct, fcfs (saturation sweep)", "fcfs")
+    probe = run_arm(direct, setup, duration_s=probe_s, concurrency=64)
+    estimate = float(_overall(probe)["request_throughput_rps"] or 1.0)
+    log(f"saturation: closed-loop probe (64 streams, {probe_s:g} s): {estimate:.2f} req/s")
+    steps: list[SweepStep] = []
+    rate = 0.9 * estimate
+    for _ in range(8):
+        step_setup = dataclasses.replace(setup, rate=rate, warmup_s=min(setup.warmup_s, 2.0))
+        out = run_arm(direct, step_setup, duration_s=step_s)
+        row = _overall(out)
+        measured = [s for s in out.result.samples if not s.warmup]
+        sent = len(measured) / step_s  # the Poisson draw, not the nominal rate
+        step = SweepStep(
+            rate, sent, float(row["request_throughput_rps"] or 0.0),
+            row["ttft_p50_ms"], row["ttft_p99_ms"],
+        )  # fmt: skip
+        steps.append(step)
+        log(
+            f"saturation: {rate:6.2f} req/s offered, {sent:6.2f} sent, "
+            f"{step.achieved_rps:6.2f} done/s, TTFT P50 {step.ttft_p50_ms or 0:7.0f} ms"
+        )
+        first_p50 = steps[0].ttft_p50_ms or 0.0
+        growing = step.achieved_rps < 0.95 * sent or (
+            (step.ttft_p50_ms or 0.0) > max(4 * first_p50, 100.0)
+        )
+        if growing:
+            break
+        rate *= 1.1
+    saturation = max(s.achieved_rps for s in steps)
+    return {
+        "closed_loop_estimate_rps": estimate,
+        "steps": [dataclasses.asdict(s) for s in steps],
+        "saturation_rps": saturation,
+        "knee_offered_rps": steps[-1].rate,
+    }
+
+
+def candidate_axes() -> list[tuple[str, list[tuple[str, Transform]]]]:
+    """The coordinates searched, in order, each with its values (label, config transform)."""
+
+    def adm(**kw: Any) -> Transform:
+        return lambda cfg: with_admission(cfg, **kw)
+
+    def reserve(n: int) -> Transform:
+        # Reserved slots come off max_in_flight: without a cap near the engine's max_num_seqs
+        # (32 here) they would reserve slots the engine never runs at once anyway.
+        def transform(cfg: dict[str, Any]) -> dict[str, Any]:
+            cap = cfg["scheduler"].get("admission", {}).get("max_in_flight") or 32
+            return with_admission(cfg, max_in_flight=cap, reserved_slots=n)
+
+        return transform
+
+    def waits(online: int, batch: int, offline: int) -> Transform:
+        return lambda cfg: with_waits(cfg, {"online": online, "batch": batch, "offline": offline})
+
+    return [
+        (
+            "max_awaiting_first_token",
+            [(str(n), adm(max_awaiting_first_token=n)) for n in (1, 2, 8)],
+        ),
+        ("max_in_flight", [(str(n), adm(max_in_flight=n)) for n in (32, 24)]),
+        ("reserved_slots", [(str(n), reserve(n)) for n in (4, 8)]),
+        ("waits", [("2/10/50 ms", waits(2, 10, 50)), ("1/1/1 ms", waits(1, 1, 1))]),
+    ]
+
+
+def search_tier_config(
+    setup: Setup, *, policy: str, trial_s: float, log: Log = print
+) -> dict[str, Any]:
+    """Coordinate descent over admission settings and waits; returns the best config and
+    every trial."""
+    trials: list[dict[str, Any]] = []
+
+    def trial(label: str, cfg: dict[str, Any]) -> tuple[float, float, int]:
+        arm = Arm("t", f"trial-{len(trials)}", label, policy, cfg)
+        out = run_arm(arm, setup, duration_s=trial_s)
+        online, overall = out.tier_row("online"), out.tier_row("overall")
+        p99 = float(online["ttft_p99_ms"] or float("inf"))
+        rps = float(overall["request_throughput_rps"] or 0.0)
+        rejected = int(overall["rejected"]) + int(overall["errors"])
+        trials.append(
+            {"label": label, "config": cfg, "online_ttft_p99_ms": p99,
+             "offline_ttft_p99_ms": out.tier_row("offline")["ttft_p99_ms"],
+             "throughput_rps": rps, "rejected_or_failed": rejected}
+        )  # fmt: skip
+        log(f"search: {label:55s} online TTFT P99 {p99:7.0f} ms, {rps:6.2f} req/s, "
+            f"{rejected} rejected/failed")  # fmt: skip
+        return p99, rps, rejected
+
+    best_cfg = SEED_TIER_CONFIG
+    best_p99, best_rps, _ = trial("seed 000 config", best_cfg)
+    top_rps = best_rps
+    path = ["seed 000 config"]
+    for axis, values in candidate_axes():
+        for value_label, transform in values:
+            cfg = transform(best_cfg)
+            p99, rps, rejected = trial(
+                f"{' + '.join(path[1:] or ['seed'])} | {axis}={value_label}", cfg
+            )
+            top_rps = max(top_rps, rps)
+            if rejected == 0 and rps >= THROUGHPUT_FLOOR * top_rps and p99 < best_p99:
+                best_cfg, best_p99, best_rps = cfg, p99, rps
+                chosen = f"{axis}={value_label}"
+                path = [*path[:1], *[p for p in path[1:] if not p.startswith(axis + "=")], chosen]
+    return {
+        "engine_policy": policy,
+        "trial_seconds": trial_s,
+        "throughput_floor": THROUGHPUT_FLOOR,
+        "trials": trials,
+        "best_config": best_cfg,
+        "best_path": path,
+        "best_online_ttft_p99_ms": best_p99,
+        "best_throughput_rps": best_rps,
+    }

@@ -1,0 +1,111 @@
+"""What the load generator cannot see: engine KV use, preemptions, gateway rejections, and how
+faithfully the simulator kept its modelled step timing while the arm ran."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import statistics
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+SAMPLE_INTERVAL_S = 0.25
+
+
+def scrape(url: str) -> Iterator[tuple[str, dict[str, str], float]]:
+    """(sample name, labels, value) of every sample at `url` (a Prometheus /metrics)."""
+    text = httpx.get(url, timeout=10.0).text
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            yield sample.name, dict(sample.labels), float(sample.value)
+
+
+def engine_counters(engine_url: str) -> dict[str, float]:
+    """The engine's cumulative counters this experiment reports (vLLM names)."""
+    wanted = {
+        "vllm:num_preemptions_total": "preemptions",
+        "vllm:prefix_cache_queries_total": "prefix_queries",
+        "vllm:prefix_cache_hits_total": "prefix_hits",
+        "vllm:generation_tokens_total": "generation_tokens",
+    }
+    out = dict.fromkeys(wanted.values(), 0.0)
+    for name, _labels, value in scrape(engine_url + "/metrics"):
+        if name in wanted:
+            out[wanted[name]] += value
+    return out
+
+
+def gateway_rejections(gateway_url: str) -> dict[str, dict[str, int]]:
+    """{tier: {reason: count}} from tiergate_rejections_total."""
+    out: dict[str, dict[str, int]] = {}
+    for name, labels, value in scrape(gateway_url + "/metrics"):
+        if name == "tiergate_rejections_total" and value:
+            tier = out.setdefault(labels.get("tier", ""), {})
+            tier[labels.get("reason", "")] = int(value)
+    return out
+
+
+def sim_gpu(engine_url: str) -> dict[str, Any]:
+    data: dict[str, Any] = httpx.get(engine_url + "/sim/v1/gpu", timeout=10.0).json()
+    return data
+
+
+@dataclass
+class KvSampler:
+    """Polls the simulator's /sim/v1/gpu during an arm (KV use, running, waiting, util)."""
+
+    engine_url: str
+    interval_s: float = SAMPLE_INTERVAL_S
+    points: list[dict[str, float]] = field(default_factory=list)
+
+    async def run(self) -> None:
+        url = self.engine_url + "/sim/v1/gpu"
+        async with aiohttp.ClientSession() as session:
+            while True:
+                with contextlib.suppress(aiohttp.ClientError, TimeoutError):
+                    async with session.get(url) as resp:
+                        data = await resp.json()
+                    self.points.append(
+                        {
+                            "kv": float(data["kv_cache_usage"]),
+                            "running": float(data["num_requests_running"]),
+                            "waiting": float(data["num_requests_waiting"]),
+                            "util": float(data["util"]),
+                        }
+                    )
+                await asyncio.sleep(self.interval_s)
+
+    def summary(self) -> dict[str, Any]:
+        def stats(key: str) -> dict[str, float | None]:
+            values = [p[key] for p in self.points]
+            if not values:
+                return {"mean": None, "max": None}
+            return {"mean": statistics.fmean(values), "max": max(values)}
+
+        return {
+            "samples": len(self.points),
+            "kv_cache_usage": stats("kv"),
+            "engine_running": stats("running"),
+            "engine_waiting": stats("waiting"),
+            "gpu_util": stats("util"),
+        }
+
+
+def step_fidelity(before: dict[str, Any], after: dict[str, Any]) -> dict[str, float | None]:
+    """Measured / modelled wall time of the simulator's back-to-back steps during the arm
+    (1.0 = it kept the model's pace; well above 1 = it was starved of CPU)."""
+    b, a = before.get("steps", {}), after.get("steps", {})
+    modelled = float(a.get("modelled_s", 0)) - float(b.get("modelled_s", 0))
+    measured = float(a.get("measured_s", 0)) - float(b.get("measured_s", 0))
+    late = float(a.get("late_s", 0)) - float(b.get("late_s", 0))
+    steps = int(a.get("timed", 0)) - int(b.get("timed", 0))
+    return {
+        "steps": steps,
+        "measured_over_modelled": measured / modelled if modelled > 0 else None,
+        "mean_late_ms": 1000 * late / steps if steps > 0 else None,
+    }
