@@ -150,6 +150,17 @@ def update_node(node: Node, user: Any, request: HttpRequest | None = None, **fie
         set_desired([node], tier_config=fields.get("desired_tier_config"),
                     launch_profile=fields.get("desired_launch_profile"), user=user, reason="set by hand",
                     request=request)
+        # An explicit null stops wanting that kind (the agent keeps what it applied).
+        cleared = [name for name in ("desired_tier_config", "desired_launch_profile")
+                   if name in fields and fields[name] is None and getattr(node, f"{name}_id") is not None]
+        if cleared:
+            before = node.audit_dict()
+            with transaction.atomic():
+                for name in cleared:
+                    setattr(node, name, None)
+                node.save(update_fields=cleared)
+                record(action=Action.UPDATE, obj=node, before=before, after=node.audit_dict(), user=user,
+                       request=request, message="desired versions cleared")
     return node
 
 

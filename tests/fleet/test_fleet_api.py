@@ -193,6 +193,8 @@ def test_admin_sets_desired_versions_and_deletes_a_node(api: Any, admin_user: An
     r = api(admin_user).patch(f"/api/v1/nodes/{node.pk}/", {"desired_tier_config": tier_config.pk}, format="json")
     assert r.status_code == 200 and r.json()["desired_tier_config"] == tier_config.pk
     assert AuditEvent.objects.filter(object_type="fleet.node", message__startswith="desired").exists()
+    r = api(admin_user).patch(f"/api/v1/nodes/{node.pk}/", {"desired_tier_config": None}, format="json")
+    assert r.status_code == 200 and r.json()["desired_tier_config"] is None
     assert api(admin_user).delete(f"/api/v1/nodes/{node.pk}/").status_code == 204
     assert not Node.objects.exists()
 
