@@ -7,41 +7,13 @@ import sys
 
 import uvicorn
 
-from gpu_agent.agent import Agent
+from gpu_agent.agent import Agent, InputError, load_standalone
 from gpu_agent.app import create_app
 from gpu_agent.config import AgentOptions, parse_args
-from gpu_agent.keys import GatewayKey, KeysError, load_keys_file
 from gpu_agent.reconciler import Reconciler
 from gpu_agent.state import StateFile
 from gpu_agent.supervisor import EngineSupervisor
-from scheduler import ConfigError, TierConfig, default_config, load_config_file
-
-
-class StartupError(Exception):
-    """Bad input found before serving; exit code 2."""
-
-
-def _standalone_inputs(options: AgentOptions) -> tuple[TierConfig, list[GatewayKey]]:
-    assert options.tier_config_file is not None and options.keys_file is not None
-    path = options.tier_config_file
-    try:
-        config = load_config_file(path)
-    except OSError as exc:
-        raise StartupError(f"tier config {path}: {exc.strerror or exc}") from exc
-    except ConfigError as exc:
-        raise StartupError(f"tier config {path} is invalid:\n{exc}") from exc
-    try:
-        keys = load_keys_file(options.keys_file)
-    except KeysError as exc:
-        raise StartupError(str(exc)) from exc
-    for key in keys:
-        unknown = sorted(key.tiers - set(config.scheduler.queues))
-        if unknown:
-            raise StartupError(
-                f"keys file {options.keys_file}: key {key.name!r} names tiers {unknown} "
-                f"that the tier config does not define"
-            )
-    return config, keys
+from scheduler import default_config
 
 
 def build_agent(options: AgentOptions) -> Agent:
@@ -51,7 +23,7 @@ def build_agent(options: AgentOptions) -> Agent:
             list(options.engine_cmd), options.simulate, options.engine_start_timeout_s
         )
     if options.console_url is None:
-        config, keys = _standalone_inputs(options)
+        config, keys = load_standalone(options)
         return Agent(options, config, keys, supervisor=supervisor)
     # Console mode: start with the seed's tiers and no keys until the saved state or the
     # console says otherwise.
@@ -79,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("httpx").setLevel(logging.WARNING)
     try:
         agent = build_agent(options)
-    except StartupError as exc:
+    except InputError as exc:
         print(f"python -m gpu_agent: error: {exc}", file=sys.stderr)
         return 2
     uvicorn.run(

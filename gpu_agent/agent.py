@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import signal
 from typing import Any
 
 import aiohttp
@@ -17,12 +18,12 @@ from prometheus_client import CollectorRegistry
 
 from gpu_agent import __version__
 from gpu_agent.config import AgentOptions
-from gpu_agent.keys import GatewayKey, KeyStore
+from gpu_agent.keys import GatewayKey, KeysError, KeyStore, load_keys_file
 from gpu_agent.metrics import AgentCollector, GatewayMetrics
 from gpu_agent.nvml import NvmlReader
 from gpu_agent.supervisor import EngineStartError, EngineSupervisor
 from gpu_agent.telemetry import Telemetry
-from scheduler import AsyncDispatcher, Dispatcher, TierConfig
+from scheduler import AsyncDispatcher, ConfigError, Dispatcher, TierConfig, load_config_file
 
 log = logging.getLogger("gpu_agent")
 
@@ -30,6 +31,34 @@ TIER_CONFIG = "tier_config"
 LAUNCH_PROFILE = "launch_profile"
 GATEWAY_KEYS = "gateway_keys"
 FALLBACK_MAX_IN_FLIGHT = 256  # DESIGN.md 3.1: when the launch profile's max_num_seqs is unknown
+
+
+class InputError(ValueError):
+    """A tier config or keys file that cannot be used; the message names file and field."""
+
+
+def load_standalone(options: AgentOptions) -> tuple[TierConfig, list[GatewayKey]]:
+    """Read and cross-check --tier-config and --keys (standalone mode)."""
+    assert options.tier_config_file is not None and options.keys_file is not None
+    path = options.tier_config_file
+    try:
+        config = load_config_file(path)
+    except OSError as exc:
+        raise InputError(f"tier config {path}: {exc.strerror or exc}") from exc
+    except ConfigError as exc:
+        raise InputError(f"tier config {path} is invalid:\n{exc}") from exc
+    try:
+        keys = load_keys_file(options.keys_file)
+    except KeysError as exc:
+        raise InputError(str(exc)) from exc
+    for key in keys:
+        unknown = sorted(key.tiers - set(config.scheduler.queues))
+        if unknown:
+            raise InputError(
+                f"keys file {options.keys_file}: key {key.name!r} names tiers {unknown} "
+                f"that the tier config does not define"
+            )
+    return config, keys
 
 
 class Agent:
@@ -139,11 +168,27 @@ class Agent:
             skip_auto_headers=("User-Agent",),
         )
         self.driver.start()
+        if self.options.tier_config_file is not None:
+            asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, self.reload_files)
         if self.supervisor is not None:
             self._engine_task = asyncio.create_task(self._start_engine())
         self.telemetry.start()
         if self.reconciler is not None:
             self.reconciler.start()
+
+    def reload_files(self) -> None:
+        """SIGHUP in standalone mode: re-read both files and apply them hot; a bad file is
+        logged and reported in the status, and the running config stays."""
+        try:
+            config, keys = load_standalone(self.options)
+        except InputError as exc:
+            log.error("reload refused, keeping the running config: %s", exc)
+            self.apply_errors["reload"] = {"version": None, "error": str(exc)}
+            return
+        self.apply_tier_config(config)
+        self.keys.replace(keys)
+        self.apply_errors.pop("reload", None)
+        log.info("reloaded %s and %s", self.options.tier_config_file, self.options.keys_file)
 
     async def _start_engine(self) -> None:
         assert self.supervisor is not None
@@ -153,6 +198,8 @@ class Agent:
             log.error("engine did not start: %s", exc)
 
     async def aclose(self) -> None:
+        if self.options.tier_config_file is not None:
+            asyncio.get_running_loop().remove_signal_handler(signal.SIGHUP)
         if self.reconciler is not None:
             await self.reconciler.aclose()
         await self.driver.aclose()
@@ -208,5 +255,8 @@ class Agent:
             "tiers": tiers,
             "in_flight": stats.in_flight,
             "max_in_flight": stats.max_in_flight,
-            "engine": self.engine_info(),
+            "engine": {
+                **self.engine_info(),
+                "pid": self.supervisor.pid if self.supervisor else None,
+            },
         }

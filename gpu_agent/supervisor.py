@@ -106,6 +106,10 @@ class EngineSupervisor:
         return engine_url_of(self.argv)
 
     @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None else None
+
+    @property
     def args(self) -> dict[str, Any]:
         return launch_args(self.argv)
 

@@ -4,6 +4,8 @@ restarts it for a new launch profile, and goes back to the old one when the new 
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 from pathlib import Path
 
 from gpu_agent.sim.testing import free_port
@@ -72,6 +74,15 @@ async def test_it_restarts_the_engine_for_a_profile_and_rolls_back_a_bad_one(
         beat = await console.wait_beat(lambda b: b["health"]["engine"] == "ok", timeout=20)
         assert beat["applied"]["launch_profile"] == 1
         assert beat["engine"]["args"]["max_num_seqs"] == 16
+        assert (await post(agent)).status_code == 200
+
+        # An engine that dies on its own is started again with the applied profile.
+        pid = (await asyncio.to_thread(agent.status))["engine"]["pid"]
+        os.kill(pid, signal.SIGKILL)
+        await console.wait_beat(lambda b: b["health"]["engine"] != "ok", what="engine down")
+        beat = await console.wait_beat(lambda b: b["health"]["engine"] == "ok", timeout=20)
+        status = await asyncio.to_thread(agent.status)
+        assert status["engine"]["pid"] != pid and status["engine"]["args"]["max_num_seqs"] == 16
         assert (await post(agent)).status_code == 200
     finally:
         await asyncio.to_thread(agent.stop)
