@@ -123,6 +123,9 @@ class NodeViewSet(viewsets.ModelViewSet):
 
 
 class GatewayKeyViewSet(mixins.CreateModelMixin, mixins.DestroyModelMixin, viewsets.ReadOnlyModelViewSet):
+    """Gateway keys. No updates (a key's rights are what it was issued with: issue a new one);
+    DELETE revokes like POST .../revoke/, keeping the row for the audit trail."""
+
     queryset = GatewayKey.objects.select_related("created_by").prefetch_related("nodes")
     serializer_class = GatewayKeySerializer
     required_role = ADMIN
