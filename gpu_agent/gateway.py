@@ -46,6 +46,10 @@ _HOP_HEADERS = (b"content-type", b"x-request-id")
 _PRIORITY_REFUSED = b"priority scheduling is not enabled"
 
 
+class _ClientGone(Exception):
+    """The client disconnected before its request body was complete."""
+
+
 class _Disconnect:
     """Shared between a request's handler and its disconnect watcher."""
 
@@ -105,7 +109,7 @@ class Gateway:
         while True:
             message = await receive()
             if message["type"] == "http.disconnect":
-                raise asyncio.CancelledError
+                raise _ClientGone
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > limit:
@@ -134,8 +138,8 @@ class Gateway:
             return
         try:
             body = await self._read_body(receive, limit)
-        except asyncio.CancelledError:
-            return  # the client left while sending
+        except _ClientGone:
+            return
         if body is None:
             await send_error(send, 413, too_large, "request_too_large")
             return
