@@ -68,6 +68,7 @@ class ArmOutcome:
     arm: Arm
     result: RunResult
     engine_flags: list[str]
+    duration_s: float
     engine: dict[str, Any] = field(default_factory=dict)
     rejections: dict[str, dict[str, int]] = field(default_factory=dict)
 
@@ -85,6 +86,7 @@ class ArmOutcome:
             rejected = sum(self.rejections.get(tier, {}).values())
         return {
             "requests": s.get("count", 0),
+            "done_in_window_rps": self.done_in_window_rps(None if tier == "overall" else tier),
             "completed": s.get("completed", 0),
             "errors": s.get("errors", 0),
             "rejected": rejected,
@@ -94,6 +96,20 @@ class ArmOutcome:
             "request_throughput_rps": s.get("request_throughput_rps"),
             "output_tokens_per_s": s.get("output_throughput_tps"),
         }
+
+    def done_in_window_rps(self, tier: str | None = None) -> float:
+        """Requests finished per second inside the measured window, whenever they were sent
+        (warmup included). Unlike the loadgen's figure (measured requests over a window that
+        stretches until the last one ends), it does not count the drain after the deadline,
+        so it is the engine's delivery rate in steady state."""
+        start = self.result.window[0]
+        end = start + self.duration_s
+        done = sum(
+            1
+            for s in self.result.samples
+            if s.ok and start <= s.end_time <= end and (tier is None or s.tier == tier)
+        )
+        return done / self.duration_s
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -166,4 +182,4 @@ def run_arm(
         "step_fidelity": telemetry.step_fidelity(gpu0, gpu1),
         "gpu": gpu1.get("name"),
     }
-    return ArmOutcome(arm, result, flags, engine, rejections)
+    return ArmOutcome(arm, result, flags, duration_s or setup.duration_s, engine, rejections)

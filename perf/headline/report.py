@@ -11,6 +11,7 @@ COLUMNS = (
     ("TTFT P99", "ttft_p99_ms", "{:.0f}"),
     ("E2E P99", "e2e_p99_ms", "{:.0f}"),
     ("req/s", "request_throughput_rps", "{:.2f}"),
+    ("done/s in window", "done_in_window_rps", "{:.2f}"),
     ("out tok/s", "output_tokens_per_s", "{:.0f}"),
     ("rejected", "rejected", "{:d}"),
 )
