@@ -1,5 +1,5 @@
 """Fixtures of the rollout tests: a simulated engine shared by the session, and a small fleet
-of real agents (subprocesses) heartbeating every 0.5 s to the live test console."""
+of real agents (subprocesses) heartbeating every 0.3 s to the live test console."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from rollout_helpers import MODEL, Agent, spawn_agent, tier_config, wait_for, wa
 
 from gpu_agent.sim.testing import run_sim_process
 
-HEARTBEAT_S = 0.5
+HEARTBEAT_S = 0.3
 
 
 @pytest.fixture(scope="session")

@@ -40,10 +40,10 @@ def test_a_config_that_starves_online_traffic_is_rolled_back_by_the_slo_guard(fl
     starving = create_tier_config(name="tiers", config=tier_config(online_wait_ms=800, online_batch=64),
                                   message="starves online")
     with Load([agent.url for _, agent in nodes], key, workers_per_url=6) as load:
-        time.sleep(2.5)  # the baseline: the window before the change
+        time.sleep(2.0)  # the baseline: the window before the change
         rollout = services.create_rollout(
             tier_config=starving, canary_count=1, convergence_timeout_s=15,
-            guard_max_ttft_p99_regression_pct=100, guard_max_error_rate=0.05, guard_window_s=2.5, start=False,
+            guard_max_ttft_p99_regression_pct=100, guard_max_error_rate=0.05, guard_window_s=2.0, start=False,
         )
         rollout = run_rollout(rollout)
     assert not load.failed, load.failed[:3]
