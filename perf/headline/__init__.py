@@ -25,6 +25,7 @@ Library::
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import platform
 import shlex
@@ -136,6 +137,10 @@ def run_experiment(opts: Options, log: Callable[[str], None] = print) -> Experim
         )
         log(f"arm (e) {arm_e.title}: {opts.duration_s:g} s at {setup.rate:.2f} req/s")
         outcomes.append(run_arm(arm_e, setup))
+    for outcome in outcomes:
+        # The raw run (every request), so that storing can be redone from the folder alone.
+        path = workdir / f"arm-{outcome.arm.key}.json"
+        path.write_text(json.dumps(outcome.result.to_json_dict()), encoding="utf-8")
     arms = [o.to_json() for o in outcomes]
     doc = {
         "experiment": "headline: tiered scheduling vs FCFS (issue 9)",
@@ -166,9 +171,11 @@ def run_experiment(opts: Options, log: Callable[[str], None] = print) -> Experim
         "options": {
             k: (str(v) if isinstance(v, Path) else v) for k, v in dataclasses.asdict(opts).items()
         },
+        "workdir": str(workdir),
         "arms": arms,
         "verdict": verdict({a["key"]: a for a in arms}),
     }
+    (workdir / "headline.json").write_text(json.dumps(doc, indent=2), encoding="utf-8")
     return Experiment(doc, outcomes)
 
 
