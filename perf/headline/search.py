@@ -145,7 +145,7 @@ def search_tier_config(
         for value_label, transform in values:
             cfg = transform(best_cfg)
             p99, rps, rejected = trial(
-                f"{' + '.join(path[1:] or ['seed'])} | {axis}={value_label}", cfg
+                f"{axis}={value_label} (on: {', '.join(path[1:]) or 'seed'})", cfg
             )
             top_rps = max(top_rps, rps)
             if rejected == 0 and rps >= THROUGHPUT_FLOOR * top_rps and p99 < best_p99:
