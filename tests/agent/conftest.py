@@ -1,161 +1,24 @@
-"""Real processes for the agent's tests: simulators, agents, and a fake console.
-
-Agents and simulators run as subprocesses on free ports, exactly as an operator starts them;
-the fake console is a small aiohttp server in the test's own event loop that follows
-docs/protocol.md, so a test can script its replies and read every heartbeat it got.
-"""
+"""Fixtures for the agent's tests: a shared simulator, two shared standalone agents, and a
+fake console per test (see agent_helpers.py)."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import hashlib
-import json
-import os
-import signal
-import subprocess
-import sys
-import time
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
 
-import httpx
 import pytest
-from aiohttp import web
 
-from gpu_agent.sim.testing import free_port, run_sim_process
-
-ROOT = Path(__file__).resolve().parents[2]
-MODEL = "demo"
-ALL_KEY = "tgk_test_all_tiers_0123456789abcdef0123456789abcdef"
-OFFLINE_KEY = "tgk_test_offline_only_fedcba9876543210fedcba98765432"
-NODE_TOKEN = "tgn_test_node_token_0123456789abcdefghijklmnopq"
-
-KEYS = [
-    {
-        "name": "all",
-        "key": ALL_KEY,
-        "tiers": ["online", "batch", "offline"],
-        "default_tier": "online",
-    },
-    {"name": "offline", "key": OFFLINE_KEY, "tiers": ["offline"], "default_tier": "offline"},
-]
-
-
-def sha256(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-def queue(priority: int, **extra: Any) -> dict[str, Any]:
-    return {
-        "max_batch_size": 8,
-        "max_waiting_time_ms": 1,
-        "max_tokens_per_batch": 1_000_000,
-        "priority": priority,
-        **extra,
-    }
-
-
-def tier_config(admission: dict[str, Any] | None = None, **extra_queues: Any) -> dict[str, Any]:
-    queues = {"online": queue(1), "batch": queue(2), "offline": queue(3), **extra_queues}
-    scheduler: dict[str, Any] = {"queues": queues}
-    if admission:
-        scheduler["admission"] = admission
-    return {"scheduler": scheduler}
-
-
-@dataclass
-class AgentProc:
-    url: str
-    port: int
-    process: subprocess.Popen[bytes]
-    log_path: Path
-
-    def output(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-    def status(self) -> dict[str, Any]:
-        response = httpx.get(
-            self.url + "/agent/v1/status", headers={"Authorization": f"Bearer {NODE_TOKEN}"}
-        )
-        response.raise_for_status()
-        result: dict[str, Any] = response.json()
-        return result
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-
-
-def start_agent(args: list[str], log_path: Path, port: int | None = None) -> AgentProc:
-    port = port or free_port()
-    command = [sys.executable, "-m", "gpu_agent", "--listen", f"127.0.0.1:{port}", *args]
-    log = open(log_path, "ab")  # noqa: SIM115 - closed with the process
-    process = subprocess.Popen(
-        command,
-        cwd=ROOT,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-    log.close()
-    agent = AgentProc(f"http://127.0.0.1:{port}", port, process, log_path)
-    deadline = time.monotonic() + 20
-    while True:
-        if process.poll() is not None:
-            raise RuntimeError(f"agent exited with {process.returncode}:\n{agent.output()}")
-        with contextlib.suppress(httpx.TransportError):
-            if httpx.get(agent.url + "/health", timeout=1).status_code == 200:
-                return agent
-        if time.monotonic() > deadline:
-            agent.stop()
-            raise RuntimeError(f"agent did not answer /health:\n{agent.output()}")
-        time.sleep(0.05)
-
-
-@contextlib.contextmanager
-def running_agent(args: list[str], log_path: Path, port: int | None = None) -> Iterator[AgentProc]:
-    agent = start_agent(args, log_path, port)
-    try:
-        yield agent
-    finally:
-        agent.stop()
-
-
-def write_json(path: Path, data: Any) -> Path:
-    path.write_text(json.dumps(data))
-    return path
-
-
-def standalone_args(tmp: Path, engine_url: str, config: dict[str, Any]) -> list[str]:
-    return [
-        "--engine-url",
-        engine_url,
-        "--tier-config",
-        str(write_json(tmp / "tiers.json", config)),
-        "--keys",
-        str(write_json(tmp / "keys.json", KEYS)),
-        "--node-token",
-        NODE_TOKEN,
-    ]
-
-
-def wait_for(predicate: Any, timeout: float = 10.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
+from gpu_agent.sim.testing import run_sim_process
+from tests.agent.agent_helpers import (
+    KEYS,
+    MODEL,
+    AgentProc,
+    FakeConsole,
+    queue,
+    running_agent,
+    standalone_args,
+    tier_config,
+    write_json,
+)
 
 
 @pytest.fixture(scope="session")
@@ -186,82 +49,6 @@ def tight_agent(sim_url: str, tmp_path_factory: pytest.TempPathFactory) -> Itera
     write_json(tmp / "keys.json", keys)
     with running_agent(args, tmp / "agent.log") as proc:
         yield proc
-
-
-# -- fake console ------------------------------------------------------------------------
-
-
-@dataclass
-class FakeConsole:
-    """docs/protocol.md's heartbeat endpoint with a scripted desired state."""
-
-    port: int = field(default_factory=free_port)
-    beats: list[dict[str, Any]] = field(default_factory=list)
-    tier_config: dict[str, Any] | None = None  # {"id", "name", "config"}
-    launch_profile: dict[str, Any] | None = None  # {"id", "name", "args", "argv"}
-    keys_version: str = ""
-    gateway_keys: list[dict[str, Any]] = field(default_factory=list)
-    interval_s: float = 0.2
-    _runner: web.AppRunner | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    async def heartbeat(self, request: web.Request) -> web.Response:
-        if request.headers.get("Authorization") != f"Bearer {NODE_TOKEN}":
-            return web.json_response({"error": "bad node token"}, status=401)
-        body = await request.json()
-        self.beats.append(body)
-        applied = body.get("applied", {})
-        desired: dict[str, Any] = {}
-        for kind, wanted in (
-            ("tier_config", self.tier_config),
-            ("launch_profile", self.launch_profile),
-        ):
-            if wanted is None:
-                desired[kind] = None
-            elif applied.get(kind) == wanted["id"]:
-                desired[kind] = {"id": wanted["id"]}
-            else:
-                desired[kind] = wanted
-        reply: dict[str, Any] = {
-            "node": {"id": 1, "name": "test-node"},
-            "heartbeat_interval_s": self.interval_s,
-            "desired": desired,
-            "keys_version": self.keys_version,
-        }
-        if body.get("keys_version") != self.keys_version:
-            reply["gateway_keys"] = self.gateway_keys
-        return web.json_response(reply)
-
-    async def start(self) -> None:
-        app = web.Application()
-        app.router.add_post("/api/v1/agent/heartbeat", self.heartbeat)
-        self._runner = web.AppRunner(app)
-        await self._runner.setup()
-        await web.TCPSite(self._runner, "127.0.0.1", self.port).start()
-
-    async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
-
-    async def wait_beat(
-        self, predicate: Any, timeout: float = 10.0, what: str = "a beat"
-    ) -> dict[str, Any]:
-        """The first beat from now on that satisfies `predicate`."""
-        deadline = time.monotonic() + timeout
-        seen = len(self.beats)
-        while True:
-            for beat in self.beats[seen:]:
-                if predicate(beat):
-                    return beat
-            seen = len(self.beats)
-            if time.monotonic() > deadline:
-                last = self.beats[-1] if self.beats else None
-                raise AssertionError(f"no heartbeat with {what}; last: {json.dumps(last)[:2000]}")
-            await asyncio.sleep(0.05)
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ import httpx
 from aiohttp import web
 
 from gpu_agent.sim.testing import free_port
-from tests.agent.conftest import (
+from tests.agent.agent_helpers import (
     ALL_KEY,
     MODEL,
     running_agent,

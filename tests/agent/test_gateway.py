@@ -8,7 +8,7 @@ import openai
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.agent.conftest import ALL_KEY, MODEL, NODE_TOKEN, OFFLINE_KEY, AgentProc
+from tests.agent.agent_helpers import ALL_KEY, MODEL, NODE_TOKEN, OFFLINE_KEY, AgentProc
 
 BODY = {"model": MODEL, "messages": [{"role": "user", "content": "hello there"}], "max_tokens": 4}
 

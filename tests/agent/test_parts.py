@@ -22,7 +22,7 @@ from gpu_agent.sim.testing import free_port
 from gpu_agent.supervisor import engine_argv, engine_url_of, launch_args
 from gpu_agent.telemetry import Telemetry, engine_figures, parse_engine_metrics
 from scheduler import AsyncDispatcher, Dispatcher, default_config
-from tests.agent.conftest import ROOT, write_json
+from tests.agent.agent_helpers import ROOT, write_json
 
 NEW_METRICS = """\
 # HELP vllm:kv_cache_usage_perc KV-cache usage.

@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 
-from tests.agent.conftest import ALL_KEY, MODEL, AgentProc
+from tests.agent.agent_helpers import ALL_KEY, MODEL, AgentProc
 
 URL = "/v1/chat/completions"
 

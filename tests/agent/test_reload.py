@@ -8,7 +8,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.agent.conftest import (
+from tests.agent.agent_helpers import (
     ALL_KEY,
     KEYS,
     MODEL,

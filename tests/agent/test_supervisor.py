@@ -9,8 +9,7 @@ import signal
 from pathlib import Path
 
 from gpu_agent.sim.testing import free_port
-from tests.agent.conftest import NODE_TOKEN, FakeConsole, start_agent
-from tests.agent.test_heartbeat import GATEWAY_KEYS, post
+from tests.agent.agent_helpers import GATEWAY_KEYS, NODE_TOKEN, FakeConsole, post, start_agent
 
 
 async def test_it_restarts_the_engine_for_a_profile_and_rolls_back_a_bad_one(
