@@ -143,6 +143,12 @@ class Executor:
                     self.step(rollout)
                 except OperationalError as exc:  # e.g. SQLite busy under load: try again next poll
                     log.warning("%s: database busy, retrying: %s", rollout, exc)
+                except Exception as exc:
+                    # A bug must not leave the rollout "running" to be resumed into the same bug
+                    # forever: end it, saying so, so an operator can roll back what it changed.
+                    log.exception("%s: executor error", rollout)
+                    self.finish(rollout, RolloutState.FAILED,
+                                f"internal error: {exc!r}; nodes may be left on the new versions", self.now())
                 if Rollout.objects.filter(pk=self.rollout_id, state__in=FINAL_STATES).exists():
                     continue
                 self.sleep(self.poll_s)
