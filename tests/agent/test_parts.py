@@ -239,7 +239,9 @@ def test_bad_input_exits_2_naming_the_problem(
         assert named in err, (named, err)
 
 
-def test_a_malformed_keys_file_exits_2(tmp_path: Path) -> None:
+def test_a_malformed_keys_file_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     tiers = {
         "scheduler": {
             "queues": {
@@ -268,8 +270,8 @@ def test_a_malformed_keys_file_exits_2(tmp_path: Path) -> None:
     ]
     result = run_cli(*base, "--keys", str(tmp_path / "broken.json"))
     assert result.returncode == 2 and "invalid JSON at line 1" in result.stderr
-    result = run_cli(*base, "--keys", str(wrong_tier))
-    assert result.returncode == 2 and "'batch'" in result.stderr
+    code, err = run_main(capsys, *base, "--keys", str(wrong_tier))
+    assert code == 2 and "'batch'" in err
 
 
 def test_the_listen_url_reported_to_the_console_is_reachable() -> None:
