@@ -239,9 +239,7 @@ def test_bad_input_exits_2_naming_the_problem(
         assert named in err, (named, err)
 
 
-def test_a_malformed_keys_file_exits_2(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_a_malformed_keys_file_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     tiers = {
         "scheduler": {
             "queues": {

@@ -97,11 +97,15 @@ async def test_a_full_tier_gets_429_with_retry_after(tight_agent: AgentProc) -> 
         await asyncio.gather(busy, queued)
 
 
-async def test_a_client_that_leaves_mid_stream_frees_its_slot(tight_agent: AgentProc) -> None:
+async def test_a_client_that_leaves_mid_stream_frees_its_slot(
+    tight_agent: AgentProc, sim_url: str
+) -> None:
     await wait_idle(tight_agent)
+    request_id = f"leaver-{time.time_ns()}"
     async with httpx.AsyncClient(base_url=tight_agent.url, timeout=30) as client:
         # Long enough (several seconds at the engine) that only a freed slot lets the next in.
-        async with client.stream("POST", URL, json=body(5000), headers=headers("offline")) as r:
+        leaver = {**headers("offline"), "X-Request-Id": request_id}
+        async with client.stream("POST", URL, json=body(5000), headers=leaver) as r:
             async for line in r.aiter_lines():
                 if line.startswith("data: {"):
                     break
@@ -109,6 +113,10 @@ async def test_a_client_that_leaves_mid_stream_frees_its_slot(tight_agent: Agent
         response = await client.post(URL, json=body(3, stream=False), headers=headers("online"))
         assert response.status_code == 200
         assert time.monotonic() - started < 2.0
+        # The engine saw the upstream request go away and aborted it.
+        records = (await client.get(sim_url + "/sim/v1/requests")).json()["data"]
+    [record] = [r for r in records if r["request_id"] == request_id]
+    assert record["finish_reason"] == "abort" and record["output_tokens"] < 5000
     await wait_idle(tight_agent)
 
 
