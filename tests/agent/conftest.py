@@ -23,7 +23,8 @@ from tests.agent.agent_helpers import (
 
 @pytest.fixture(scope="session")
 def sim_url() -> Iterator[str]:
-    with run_sim_process(MODEL, ("--sim-preset", "tiny-test", "--max-num-seqs", "64")) as url:
+    args = ("--sim-preset", "tiny-test", "--max-num-seqs", "64", "--scheduling-policy", "priority")
+    with run_sim_process(MODEL, args) as url:
         yield url
 
 

@@ -71,8 +71,11 @@ async def wait_depth(agent: AgentProc, tier: str, depth: int) -> None:
     raise AssertionError(f"{tier} depth never reached {depth}: {status['tiers']}")
 
 
-async def test_online_requests_overtake_queued_offline_ones(tight_agent: AgentProc) -> None:
+async def test_online_requests_overtake_queued_offline_ones(
+    tight_agent: AgentProc, sim_url: str
+) -> None:
     await wait_idle(tight_agent)
+    since = time.time()
     async with httpx.AsyncClient(base_url=tight_agent.url, timeout=30) as client:
         offline = [asyncio.create_task(first_token_at(client, "offline", 150)) for _ in range(4)]
         # Wait until the offline ones are in: one at the engine, three queued.
@@ -81,6 +84,9 @@ async def test_online_requests_overtake_queued_offline_ones(tight_agent: AgentPr
         offline_firsts = await asyncio.gather(*offline)
     # Only the offline request already at the engine started before the online one.
     assert sum(1 for t in offline_firsts if t < online) == 1, (online, offline_firsts)
+    # vLLM's `priority` reached the engine: the tier's priority number.
+    records = httpx.get(sim_url + "/sim/v1/requests", params={"since": since}).json()["data"]
+    assert sorted(r["priority"] for r in records) == [1, 3, 3, 3, 3]
 
 
 async def test_a_full_tier_gets_429_with_retry_after(tight_agent: AgentProc) -> None:
