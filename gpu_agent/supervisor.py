@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import logging
 import os
 import signal
@@ -25,6 +26,14 @@ log = logging.getLogger("gpu_agent.supervisor")
 
 TAIL_LINES = 30
 _STOP_GRACE_S = 10.0
+
+
+def _die_with_parent() -> None:
+    """Runs in the engine's child process before exec: on Linux, have the kernel send it
+    SIGTERM when the agent dies, even by SIGKILL, so no orphan engine keeps the port."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 class EngineStartError(RuntimeError):
@@ -152,6 +161,7 @@ class EngineSupervisor:
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.STDOUT,
                 start_new_session=True,  # its own process group: stopping it stops its workers
+                preexec_fn=_die_with_parent,
                 env={**os.environ, "PYTHONUNBUFFERED": "1"},
             )
         except OSError as exc:

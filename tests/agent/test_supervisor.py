@@ -4,12 +4,22 @@ restarts it for a new launch profile, and goes back to the old one when the new 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 from pathlib import Path
 
 from gpu_agent.sim.testing import free_port
-from tests.agent.agent_helpers import GATEWAY_KEYS, NODE_TOKEN, FakeConsole, post, start_agent
+from tests.agent.agent_helpers import (
+    GATEWAY_KEYS,
+    NODE_TOKEN,
+    FakeConsole,
+    post,
+    standalone_args,
+    start_agent,
+    tier_config,
+    wait_for,
+)
 
 
 async def test_it_restarts_the_engine_for_a_profile_and_rolls_back_a_bad_one(
@@ -85,3 +95,28 @@ async def test_it_restarts_the_engine_for_a_profile_and_rolls_back_a_bad_one(
         assert (await post(agent)).status_code == 200
     finally:
         await asyncio.to_thread(agent.stop)
+
+
+def test_the_engine_does_not_outlive_a_killed_agent(tmp_path: Path) -> None:
+    port = free_port()
+    args = [
+        "--engine-cmd",
+        f"vllm serve demo --port {port} --sim-preset tiny-test",
+        "--simulate",
+        *standalone_args(tmp_path, "unused", tier_config())[2:],
+    ]
+    agent = start_agent(args, tmp_path / "agent.log")
+    try:
+        pid = wait_for(lambda: agent.status()["engine"]["pid"], what="the engine's pid")
+        wait_for(lambda: agent.status()["health"]["engine"] == "ok", timeout=20, what="engine up")
+        agent.process.kill()
+        agent.process.wait()
+        wait_for(lambda: not Path(f"/proc/{pid}").exists() or _zombie(pid), what="engine gone")
+    finally:
+        agent.stop()
+
+
+def _zombie(pid: int) -> bool:
+    with contextlib.suppress(OSError):
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    return True
