@@ -26,6 +26,12 @@ CSV_FIELDS = ["index", "tier", "stage", "warmup", "send_time", "dispatch_lag", "
               "output_tokens", "usage_missing", "status", "error"]
 
 Arrays = dict[str, dict[str, np.ndarray]]
+_TIER_ORDER = {"online": 0, "batch": 1, "offline": 2, OVERALL: 99}
+
+
+def tier_sort_key(tier: str) -> tuple[int, str]:
+    """Display order: online, batch, offline, any other tier by name, overall last."""
+    return (_TIER_ORDER.get(tier, 50), tier)
 
 
 def sample_arrays(run: BenchmarkRun) -> Arrays:
@@ -70,7 +76,7 @@ def telemetry_rows(run: BenchmarkRun) -> list[dict[str, Any]]:
 def compare_runs(a: BenchmarkRun, b: BenchmarkRun) -> dict[str, Any]:
     """Per tier (and overall): percentile deltas with verdicts, throughput deltas; the config diff."""
     arrays_a, arrays_b = sample_arrays(a), sample_arrays(b)
-    tiers = sorted(set(arrays_a) | set(arrays_b), key=lambda t: (t == OVERALL, t))
+    tiers = sorted(set(arrays_a) | set(arrays_b), key=tier_sort_key)
     result: dict[str, Any] = {}
     for tier in tiers:
         before = {k: finite(v) for k, v in arrays_a.get(tier, {}).items()}

@@ -18,7 +18,6 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from console.bench import charts, results, services
 from console.bench.choices import Preset, RunStatus
 from console.bench.forms import QuickRunForm, RunForm
-from console.bench.loadgen.stats import OVERALL
 from console.bench.models import BenchmarkRun, RequestSample
 from console.bench.presets import PRESETS, preset_workload
 from console.core.roles import OPERATOR, VIEWER, has_role
@@ -26,7 +25,6 @@ from console.fleet.choices import EndpointKind
 from console.fleet.models import Endpoint
 
 RUNS_PER_PAGE = 25
-TIER_ORDER = {"online": 0, "batch": 1, "offline": 2, OVERALL: 99}
 
 
 def _require(request: HttpRequest, role: str) -> None:
@@ -37,7 +35,7 @@ def _require(request: HttpRequest, role: str) -> None:
 def summary_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
     """The summary's tiers in display order (online, batch, offline, others, overall)."""
     return [{"tier": tier, **summary[tier]}
-            for tier in sorted(summary, key=lambda t: (TIER_ORDER.get(t, 50), t))]
+            for tier in sorted(summary, key=results.tier_sort_key)]
 
 
 @login_required
@@ -183,7 +181,7 @@ def compare(request: HttpRequest) -> HttpResponse:
         comparison = results.compare_runs(a, b)
         context.update({
             "a": a, "b": b, "comparison": comparison,
-            "tiers": sorted(comparison["tiers"].items(), key=lambda kv: (TIER_ORDER.get(kv[0], 50), kv[0])),
+            "tiers": sorted(comparison["tiers"].items(), key=lambda kv: results.tier_sort_key(kv[0])),
             "figures": charts.compare_figures(comparison, results.sample_arrays(a), results.sample_arrays(b),
                                               results.telemetry_rows(a), results.telemetry_rows(b)),
             "diff_json": [{**row, "old": json.dumps(row["old"]), "new": json.dumps(row["new"])}
