@@ -66,6 +66,30 @@ def engine_url_of(argv: list[str]) -> str:
     return f"http://{host}:{port}"
 
 
+def with_endpoint(argv: list[str], host: str | None, port: str | None) -> list[str]:
+    """`argv` with the node's own --host/--port in place of any the launch profile names.
+
+    Where the engine listens is a fact of the node (several nodes may share a host, and the
+    agent must find its engine), not of the launch profile rolled out to many nodes."""
+    out: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+            continue
+        if arg in ("--host", "--port") and (host if arg == "--host" else port) is not None:
+            skip = True
+            continue
+        if arg.startswith(("--host=", "--port=")) and (host if arg.startswith("--host") else port) is not None:
+            continue
+        out.append(arg)
+    if host is not None:
+        out += ["--host", host]
+    if port is not None:
+        out += ["--port", port]
+    return out
+
+
 def launch_args(argv: list[str]) -> dict[str, Any]:
     """`vllm serve MODEL --max-num-seqs 64 --enable-x` -> {"model": ..., "max_num_seqs": 64, ...}."""
     args: dict[str, Any] = {}
@@ -99,6 +123,9 @@ def launch_args(argv: list[str]) -> dict[str, Any]:
 class EngineSupervisor:
     def __init__(self, argv: list[str], simulate: bool, start_timeout_s: float = 300.0) -> None:
         self.argv = list(argv)
+        # The engine address given at start-up stays the node's for every later profile.
+        self._host = _flag_value(argv, "--host")
+        self._port = _flag_value(argv, "--port")
         self.simulate = simulate
         self.start_timeout_s = start_timeout_s
         self.state = "down"  # down | starting | ok
@@ -128,6 +155,7 @@ class EngineSupervisor:
 
     async def restart(self, argv: list[str]) -> None:
         """Swap to `argv`; on failure go back to the previous command line and raise."""
+        argv = with_endpoint(argv, self._host, self._port)
         async with self._lock:
             previous = self.argv
             await self._stop()

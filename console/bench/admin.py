@@ -1,0 +1,23 @@
+"""Django admin for benchmark runs: read-only views for inspection. Runs are created and
+cancelled through the console's pages or API, which queue and stop their Celery tasks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+
+from console.bench.models import BenchmarkRun
+
+
+@admin.register(BenchmarkRun)
+class BenchmarkRunAdmin(admin.ModelAdmin):
+    list_display = ("id", "label", "endpoint", "model", "preset", "status", "progress_percent", "created_at")
+    list_filter = ("status", "preset")
+    search_fields = ("label", "model", "endpoint__name")
+
+    def has_add_permission(self, request: Any) -> bool:
+        return False
+
+    def has_change_permission(self, request: Any, obj: Any = None) -> bool:
+        return False
