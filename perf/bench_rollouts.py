@@ -1,6 +1,7 @@
 """Rollout and rollback time at fleet scale: N light agents heartbeating to one console.
 
     python perf/bench_rollouts.py [--agents 100] [--canaries 1] [--wave-size 0]
+                                  [--interface asgi|wsgi] [--console-workers 1]
 
 The console is uvicorn serving console.asgi (a subprocess) on a throwaway SQLite database.
 The agents are asyncio loops in this process that speak docs/protocol.md with httpx: every
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import random
 import statistics
@@ -30,7 +32,6 @@ from typing import Any
 import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
-WORKERS = int(os.environ.get("BENCH_CONSOLE_WORKERS", "2"))
 
 
 class LightAgent:
@@ -54,7 +55,13 @@ class LightAgent:
             "samples": [{"ts": now, "gpu_source": "simulated", "gpus": [], "engine": {}, "tiers": tiers}],
         }
 
-    async def run(self, client: httpx.AsyncClient, url: str, latencies: list[float]) -> None:
+    async def run(self, url: str, latencies: list[float]) -> None:
+        # A client per agent, as each real agent has: one shared 100-connection pool costs the
+        # client side far more CPU per request (httpcore scans its pool on every request).
+        async with httpx.AsyncClient(timeout=10) as client:
+            await self.loop(client, url, latencies)
+
+    async def loop(self, client: httpx.AsyncClient, url: str, latencies: list[float]) -> None:
         await asyncio.sleep(random.random() * self.interval)  # agents do not beat in lockstep
         while True:
             start = time.perf_counter()
@@ -85,11 +92,29 @@ def setup_django(data: str) -> None:
     django.setup()
 
 
-def start_console(port: int) -> subprocess.Popen[bytes]:
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of a process and its reaped children (Linux /proc), uvicorn's
+    workers included."""
+    total = 0.0
+    tick = os.sysconf("SC_CLK_TCK")
+    pids = [pid]
+    with contextlib.suppress(OSError):
+        pids += [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    for one in pids:
+        try:
+            fields = Path(f"/proc/{one}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += sum(int(f) for f in fields[11:15]) / tick  # utime stime cutime cstime
+    return total
+
+
+def start_console(port: int, interface: str, workers: int) -> subprocess.Popen[bytes]:
+    app = ["console.asgi:application"] if interface == "asgi" else ["console.wsgi:application", "--interface", "wsgi"]
     log = open(Path(os.environ["TIERGATE_DATA_DIR"]) / "console.log", "wb")  # noqa: SIM115
     proc = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "console.asgi:application", "--host", "127.0.0.1", "--port", str(port),
-         "--log-level", "warning", "--no-access-log", "--backlog", "1024", "--workers", str(WORKERS)],
+        [sys.executable, "-m", "uvicorn", *app, "--host", "127.0.0.1", "--port", str(port),
+         "--log-level", "warning", "--no-access-log", "--backlog", "1024", "--workers", str(workers)],
         cwd=ROOT, env=os.environ.copy(), stdout=log, stderr=subprocess.STDOUT,
     )
     deadline = time.monotonic() + 30
@@ -151,29 +176,36 @@ async def measure(agents: list[LightAgent], version_id: int, start_rollout: Any,
 
 
 async def bench(args: argparse.Namespace, port: int, nodes: list[tuple[str, str]], v1: Any, v2: Any,
-                worker: subprocess.Popen[str]) -> None:
+                worker: subprocess.Popen[str], console: subprocess.Popen[bytes]) -> None:
+    pids = {"console": console.pid, "executor": worker.pid, "agents (this process)": os.getpid()}
     from console.tuning.rollouts import services
 
     agents = [LightAgent(name, token) for name, token in nodes]
     latencies: list[float] = []
-    limits = httpx.Limits(max_connections=args.agents, max_keepalive_connections=args.agents)
-    async with httpx.AsyncClient(timeout=10, limits=limits) as client:
+    if True:
         url = f"http://127.0.0.1:{port}/api/v1/agent/heartbeat"
-        tasks = [asyncio.create_task(a.run(client, url, latencies)) for a in agents]
+        tasks = [asyncio.create_task(a.run(url, latencies)) for a in agents]
         await until(lambda: all(a.applied["tier_config"] == v1.pk for a in agents), 60)
         await asyncio.sleep(2)  # steady state before measuring
         latencies.clear()
+        wall0, cpu0 = time.monotonic(), {name: cpu_seconds(pid) for name, pid in pids.items()}
         out = await measure(agents, v2.pk, lambda: services.create_rollout(
             tier_config=v2, canary_count=args.canaries, wave_size=args.wave_size, convergence_timeout_s=60,
             start=False), worker)
         back = await measure(agents, v1.pk, lambda: services.rollback_rollout(out["rollout"], start=False), worker)
+        wall = time.monotonic() - wall0
+        cpu = {name: cpu_seconds(pid) - cpu0[name] for name, pid in pids.items()}
         for task in tasks:
             task.cancel()
-    print(f"{args.agents} agents, heartbeat every {agents[0].interval:g} s, console: uvicorn ({WORKERS} process(es)), SQLite")
+    print(f"{args.agents} agents, heartbeat every {agents[0].interval:g} s, "
+          f"console: uvicorn {args.interface.upper()}, {args.console_workers} process(es), SQLite")
     print(f"rollout  {out['state']:>9}: {out['waves']} waves, all applied {out['all_applied_s']:.2f} s, "
           f"rollout finished {out['finished_s']:.2f} s")
     print(f"rollback {back['state']:>9}: {back['waves']} wave,  all applied {back['all_applied_s']:.2f} s, "
           f"rollback finished {back['finished_s']:.2f} s")
+    print(f"CPU over the measured {wall:.1f} s: " + ", ".join(
+        f"{name} {seconds:.1f} s ({seconds / wall * 100:.0f} % of a core)" for name, seconds in cpu.items())
+        + f"; machine load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     lat = sorted(latencies)
     print(f"heartbeat round trips during both: {len(lat)}, p50 {statistics.median(lat) * 1000:.1f} ms, "
           f"p99 {lat[int(len(lat) * 0.99)] * 1000:.1f} ms")
@@ -184,6 +216,9 @@ def main() -> None:
     parser.add_argument("--agents", type=int, default=100)
     parser.add_argument("--canaries", type=int, default=1)
     parser.add_argument("--wave-size", type=int, default=0, help="0: all the rest in one wave")
+    parser.add_argument("--interface", choices=("asgi", "wsgi"), default="asgi",
+                        help="serve console.asgi, or console.wsgi through uvicorn's WSGI interface")
+    parser.add_argument("--console-workers", type=int, default=1)
     args = parser.parse_args()
     setup_django(tempfile.mkdtemp(prefix="tg-rollout-bench-"))
     from django.core.management import call_command
@@ -209,10 +244,10 @@ def main() -> None:
     from gpu_agent.sim.testing import free_port
 
     port = free_port()
-    console = start_console(port)
+    console = start_console(port, args.interface, args.console_workers)
     worker = start_worker()
     try:
-        asyncio.run(bench(args, port, nodes, v1, v2, worker))
+        asyncio.run(bench(args, port, nodes, v1, v2, worker, console))
     finally:
         for proc in (worker, console):
             proc.terminate()
