@@ -75,3 +75,13 @@ def test_the_sweep_uses_the_heartbeat_age(transactional_db: None, endpoint: Any)
     # A task that finishes late cannot overwrite the sweep's decision.
     assert not services.finish(run.pk, RunStatus.SUCCEEDED)
     assert BenchmarkRun.objects.get(pk=run.pk).status == RunStatus.FAILED
+
+
+def test_beat_runs_the_sweep_every_thirty_seconds() -> None:
+    from django.conf import settings
+
+    from console.celery import app
+
+    entry = settings.CELERY_BEAT_SCHEDULE["bench-detect-lost-runs"]
+    assert entry == {"task": "bench.detect_lost_runs", "schedule": 30.0}
+    assert "bench.detect_lost_runs" in app.tasks and "bench.run_benchmark" in app.tasks
