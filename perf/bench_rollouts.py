@@ -92,20 +92,21 @@ def setup_django(data: str) -> None:
     django.setup()
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU of a process and its reaped children (Linux /proc), uvicorn's
-    workers included."""
+def cpu_seconds(pid: int, children: bool = False) -> float:
+    """User + system CPU of a process (Linux /proc), and of its live children if asked
+    (uvicorn's worker processes)."""
     total = 0.0
     tick = os.sysconf("SC_CLK_TCK")
     pids = [pid]
-    with contextlib.suppress(OSError):
-        pids += [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    if children:
+        with contextlib.suppress(OSError):
+            pids += [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
     for one in pids:
         try:
             fields = Path(f"/proc/{one}/stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        total += sum(int(f) for f in fields[11:15]) / tick  # utime stime cutime cstime
+        total += sum(int(f) for f in fields[11:13]) / tick  # utime stime
     return total
 
 
@@ -188,13 +189,13 @@ async def bench(args: argparse.Namespace, port: int, nodes: list[tuple[str, str]
         await until(lambda: all(a.applied["tier_config"] == v1.pk for a in agents), 60)
         await asyncio.sleep(2)  # steady state before measuring
         latencies.clear()
-        wall0, cpu0 = time.monotonic(), {name: cpu_seconds(pid) for name, pid in pids.items()}
+        wall0, cpu0 = time.monotonic(), {name: cpu_seconds(pid, name == "console") for name, pid in pids.items()}
         out = await measure(agents, v2.pk, lambda: services.create_rollout(
             tier_config=v2, canary_count=args.canaries, wave_size=args.wave_size, convergence_timeout_s=60,
             start=False), worker)
         back = await measure(agents, v1.pk, lambda: services.rollback_rollout(out["rollout"], start=False), worker)
         wall = time.monotonic() - wall0
-        cpu = {name: cpu_seconds(pid) - cpu0[name] for name, pid in pids.items()}
+        cpu = {name: cpu_seconds(pid, name == "console") - cpu0[name] for name, pid in pids.items()}
         for task in tasks:
             task.cancel()
     print(f"{args.agents} agents, heartbeat every {agents[0].interval:g} s, "
