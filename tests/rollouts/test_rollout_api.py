@@ -161,3 +161,33 @@ def test_the_openapi_schema_has_the_rollout_routes_and_no_warnings(db: None) -> 
     schema = out.getvalue()
     for route in ("/api/v1/rollouts/:", "/api/v1/rollouts/{id}/abort/:", "/api/v1/rollouts/{id}/rollback/:"):
         assert route in schema
+
+
+def _beat(applied_tier: int | None, refused: int | None = None) -> Any:
+    from console.fleet.schemas import HeartbeatIn
+
+    body: dict[str, Any] = {
+        "agent_version": "t", "mode": "attached", "listen_url": "", "keys_version": "",
+        "applied": {"tier_config": applied_tier, "launch_profile": None},
+        "health": {"gateway": "ok", "engine": "ok", "detail": ""}, "samples": [],
+    }
+    if refused is not None:
+        body["apply_errors"] = {"tier_config": {"version": refused, "error": "no"}}
+    return HeartbeatIn.model_validate(body)
+
+
+def test_a_beat_carrying_a_new_tier_config_asks_for_a_quick_follow_up(setup: dict[str, Any]) -> None:
+    from console.fleet.heartbeat import (
+        FOLLOW_UP_INTERVAL_S,
+        heartbeat_interval_s,
+        node_for_token,
+        process,
+    )
+    from console.fleet.services import rotate_node_token
+
+    token = rotate_node_token(setup["nodes"][0], None)
+    v1 = setup["v1"].pk
+    assert process(node_for_token(token), _beat(None))["heartbeat_interval_s"] == FOLLOW_UP_INTERVAL_S
+    assert process(node_for_token(token), _beat(v1))["heartbeat_interval_s"] == heartbeat_interval_s()
+    # An agent that refuses the version is not hurried: that would change nothing.
+    assert process(node_for_token(token), _beat(None, refused=v1))["heartbeat_interval_s"] == heartbeat_interval_s()
