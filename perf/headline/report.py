@@ -70,10 +70,13 @@ def verdict(arms: dict[str, dict[str, Any]]) -> dict[str, Any]:
             continue
         p99 = arm["tiers"]["online"]["ttft_p99_ms"]
         rps = arm["tiers"]["overall"]["request_throughput_rps"] or 0.0
+        done = arm["tiers"]["overall"].get("done_in_window_rps") or 0.0
+        a_done = a["tiers"]["overall"].get("done_in_window_rps") or 0.0
         ratio = None if p99 is None else p99 / a_p99
         out[key] = {
             "online_ttft_p99_vs_a": ratio,
             "throughput_vs_a": rps / a_rps,
+            "done_in_window_vs_a": done / a_done if a_done else None,
             "meets_target": ratio is not None and ratio <= 1 / 3 and rps >= 0.95 * a_rps,
         }
     return out
@@ -85,7 +88,8 @@ def verdict_lines(result: dict[str, Any]) -> list[str]:
         ratio = v["online_ttft_p99_vs_a"]
         lines.append(
             f"arm ({key}) vs (a): online TTFT P99 x{_cell('{:.3f}', ratio)}, "
-            f"throughput x{v['throughput_vs_a']:.3f}: "
+            f"throughput x{v['throughput_vs_a']:.3f} "
+            f"(done in window x{_cell('{:.3f}', v.get('done_in_window_vs_a'))}): "
             + ("meets" if v["meets_target"] else "misses")
             + " the target (<= 1/3, >= 0.95)"
         )
