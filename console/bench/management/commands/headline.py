@@ -123,7 +123,7 @@ def store_arm(doc: dict[str, Any], arm: dict[str, Any], result: RunResult) -> Be
     store_result(run.pk, result)
     measured = sum(1 for s in result.samples if not s.warmup)
     services.finish(
-        run.pk, RunStatus.SUCCEEDED, "",
+        run.pk, RunStatus.SUCCEEDED.value, "",
         summary=result.summary, timeseries=result.timeseries, validity=result.validity,
         measured_from=_dt(result.window[0]), measured_to=_dt(result.window[1]),
         config_snapshot=snapshot(doc, arm, endpoint), progress_percent=100.0,
