@@ -21,6 +21,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
+from django.urls import reverse
 
 from console.bench import services
 from console.bench.choices import RunStatus
@@ -169,9 +170,8 @@ class Command(BaseCommand):
             ids.append(run.pk)
             self.stdout.write(f"stored arm ({arm['key']}) as benchmark run #{run.pk}: {run.label}")
         if len(ids) >= 2:
-            self.stdout.write(
-                f"compare (a) with another arm: /bench/compare/?a={ids[0]}&b={ids[-1]}"
-            )
+            page = reverse("bench:compare")
+            self.stdout.write(f"compare the first and last arm: {page}?a={ids[0]}&b={ids[-1]}")
 
     def _run(self, opts: dict[str, Any]) -> tuple[dict[str, Any], dict[str, RunResult]]:
         from perf.headline import Options, render, run_experiment
