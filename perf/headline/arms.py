@@ -133,16 +133,22 @@ class ArmOutcome:
         }
 
 
-async def _drive(spec: Any, engine_url: str) -> tuple[RunResult, dict[str, Any]]:
+async def _drive(
+    spec: Any, engine_url: str, gateway_url: str | None
+) -> tuple[RunResult, dict[str, Any], dict[str, Any] | None]:
     sampler = telemetry.KvSampler(engine_url)
-    task = asyncio.create_task(sampler.run())
+    gateway = telemetry.GatewaySampler(gateway_url) if gateway_url else None
+    tasks = [asyncio.create_task(sampler.run())]
+    if gateway is not None:
+        tasks.append(asyncio.create_task(gateway.run()))
     try:
         result = await run_workload(spec)
     finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-    return result, sampler.summary()
+        for task in tasks:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+    return result, sampler.summary(), gateway.summary() if gateway is not None else None
 
 
 def run_arm(
@@ -169,7 +175,9 @@ def run_arm(
                 tier_priority=TIER_PRIORITY if arm.send_priority else None,
             )
             gpu0, counters0 = telemetry.sim_gpu(engine_url), telemetry.engine_counters(engine_url)
-            result, kv = asyncio.run(_drive(spec, engine_url))
+            result, kv, gateway_queues = asyncio.run(
+                _drive(spec, engine_url, target if arm.via_gateway else None)
+            )
             gpu1, counters1 = telemetry.sim_gpu(engine_url), telemetry.engine_counters(engine_url)
             rejections = telemetry.gateway_rejections(target) if arm.via_gateway else {}
     delta = {k: counters1[k] - counters0[k] for k in counters0}
@@ -181,5 +189,6 @@ def run_arm(
         ),
         "step_fidelity": telemetry.step_fidelity(gpu0, gpu1),
         "gpu": gpu1.get("name"),
+        "gateway_queues": gateway_queues,
     }
     return ArmOutcome(arm, result, flags, duration_s or setup.duration_s, engine, rejections)

@@ -109,3 +109,40 @@ def step_fidelity(before: dict[str, Any], after: dict[str, Any]) -> dict[str, fl
         "measured_over_modelled": measured / modelled if modelled > 0 else None,
         "mean_late_ms": 1000 * late / steps if steps > 0 else None,
     }
+
+
+@dataclass
+class GatewaySampler:
+    """Polls the gateway's /metrics during an arm: per tier, the requests queued in the gateway
+    and the released ones still awaiting their first token (the slots of
+    admission.max_awaiting_first_token)."""
+
+    gateway_url: str
+    interval_s: float = 0.5
+    points: list[dict[str, dict[str, float]]] = field(default_factory=list)
+
+    async def run(self) -> None:
+        url = self.gateway_url + "/metrics"
+        wanted = {"tiergate_queue_depth": "queued", "tiergate_awaiting_first_token": "awaiting"}
+        async with aiohttp.ClientSession() as session:
+            while True:
+                with contextlib.suppress(aiohttp.ClientError, TimeoutError, ValueError):
+                    async with session.get(url) as resp:
+                        text = await resp.text()
+                    point: dict[str, dict[str, float]] = {v: {} for v in wanted.values()}
+                    for family in text_string_to_metric_families(text):
+                        for sample in family.samples:
+                            if sample.name in wanted:
+                                tier = sample.labels.get("tier", "")
+                                point[wanted[sample.name]][tier] = float(sample.value)
+                    self.points.append(point)
+                await asyncio.sleep(self.interval_s)
+
+    def summary(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"samples": len(self.points)}
+        for kind in ("queued", "awaiting"):
+            tiers = sorted({t for p in self.points for t in p[kind]})
+            out[f"{kind}_mean"] = {
+                t: statistics.fmean(p[kind].get(t, 0.0) for p in self.points) for t in tiers
+            }
+        return out
