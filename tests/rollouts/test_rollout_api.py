@@ -85,9 +85,10 @@ def test_abort_before_any_node_was_touched_ends_aborted(api: Any, operator: Any,
     rid = client.post("/api/v1/rollouts/", {"tier_config": setup["v2"].pk}, format="json").json()["id"]
     assert client.post(f"/api/v1/rollouts/{rid}/rollback/").json() == {
         "state": [f"Rollout #{rid} is still pending: abort it instead"]}
-    body = client.post(f"/api/v1/rollouts/{rid}/abort/").json()
-    assert body["abort_requested"] is True
     executor = Executor(rid, sleep=lambda s: None)
+    assert executor.claim()  # a worker holds it: abort only asks
+    body = client.post(f"/api/v1/rollouts/{rid}/abort/").json()
+    assert body["abort_requested"] is True and body["state"] == "pending"
     assert executor.run() == "aborted"
     rollout = Rollout.objects.get(pk=rid)
     assert rollout.reason == "aborted by an operator"
@@ -191,3 +192,13 @@ def test_a_beat_carrying_a_new_tier_config_asks_for_a_quick_follow_up(setup: dic
     assert process(node_for_token(token), _beat(v1))["heartbeat_interval_s"] == heartbeat_interval_s()
     # An agent that refuses the version is not hurried: that would change nothing.
     assert process(node_for_token(token), _beat(None, refused=v1))["heartbeat_interval_s"] == heartbeat_interval_s()
+
+
+def test_aborting_a_pending_rollout_no_worker_holds_ends_it_at_once(api: Any, operator: Any,
+                                                                    setup: dict[str, Any]) -> None:
+    client = api(operator)
+    rid = client.post("/api/v1/rollouts/", {"tier_config": setup["v2"].pk}, format="json").json()["id"]
+    body = client.post(f"/api/v1/rollouts/{rid}/abort/").json()
+    assert body["state"] == "aborted" and body["reason"] == "aborted before it started"
+    # Its nodes are free again.
+    assert client.post("/api/v1/rollouts/", {"tier_config": setup["v2"].pk}, format="json").status_code == 201

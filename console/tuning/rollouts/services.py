@@ -20,7 +20,9 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Q
 from django.http import HttpRequest
+from django.utils import timezone
 
 from console.audit.choices import Action
 from console.audit.services import record
@@ -231,8 +233,18 @@ def rollback_version(version: TierConfigVersion | LaunchProfileVersion, user: An
 
 
 def abort_rollout(rollout: Rollout, user: Any = None, request: HttpRequest | None = None) -> Rollout:
-    """Ask the executor to stop: it sets back what it touched and ends the rollout aborted."""
+    """Ask the executor to stop: it sets back what it touched and ends the rollout aborted.
+    A rollout still pending that no worker holds has touched nothing: it ends at once."""
+    now = timezone.now()
     with transaction.atomic():
+        unheld = Q(lease_until__isnull=True) | Q(lease_until__lt=now)
+        if Rollout.objects.filter(unheld, pk=rollout.pk, state=RolloutState.PENDING).update(
+                state=RolloutState.ABORTED, reason="aborted before it started", finished_at=now):
+            rollout.refresh_from_db()
+            who = getattr(_user(user), "username", "system")
+            event(rollout, f"aborted by {who} before it started", level="warning")
+            record(action=Action.ABORT, obj=rollout, user=user, request=request, message="aborted before it started")
+            return rollout
         changed = Rollout.objects.filter(pk=rollout.pk, state__in=ACTIVE_STATES, abort_requested=False) \
             .update(abort_requested=True)
         if not changed:
