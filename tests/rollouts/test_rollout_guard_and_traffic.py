@@ -69,7 +69,7 @@ def test_requests_in_flight_survive_a_hot_reconfigure(fleet: Any, versions: Any)
             return status, text, time.time()
 
         futures = [pool.submit(timed) for _ in range(8)]
-        time.sleep(0.3)
+        time.sleep(0.1)  # the streams are under way
         rollout = run_rollout(services.create_rollout(tier_config=v2, canary_count=0, convergence_timeout_s=10,
                                                       start=False))
         assert rollout.state == "succeeded", timeline(rollout)
