@@ -3,6 +3,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+
 from tests.scheduler.sched_helpers import seed_dict
 
 

@@ -5,7 +5,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.scheduler.sched_helpers import make_config, seed_dict
 
 from scheduler import (
     Change,
@@ -16,6 +15,7 @@ from scheduler import (
     load_config_file,
     parse_config,
 )
+from tests.scheduler.sched_helpers import make_config, seed_dict
 
 
 def errors_of(doc: Any, **kwargs: Any) -> list[str]:

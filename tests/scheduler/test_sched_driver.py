@@ -6,7 +6,6 @@ import asyncio
 import random
 
 import pytest
-from tests.scheduler.sched_helpers import make_config
 
 from scheduler import (
     QUEUE_FULL,
@@ -17,6 +16,7 @@ from scheduler import (
     Rejected,
     Request,
 )
+from tests.scheduler.sched_helpers import make_config
 
 FAST = {
     "online": {"max_waiting_time_ms": 1},

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from tests.scheduler.sched_helpers import make_config
 
 from scheduler import QUEUE_FULL, QUEUE_TIMEOUT, Dispatcher, Request
+from tests.scheduler.sched_helpers import make_config
 
 WIDE = {"max_awaiting_first_token": 1000, "max_in_flight": 1000}
 

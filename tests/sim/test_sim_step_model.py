@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import math
 
-from tests.sim.sim_helpers import config, request, run_until_done, ttft, words
-
 from gpu_agent.sim.engine import Engine, FinishReason, SimRequest
+from tests.sim.sim_helpers import config, request, run_until_done, ttft, words
 
 
 def throughput(max_num_seqs: int, count: int, prompt: int, output: int) -> tuple[float, int]:
