@@ -21,46 +21,19 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from scheduler import Dispatcher, Request, TierConfig, parse_config
+from scheduler import Dispatcher, Request, TierConfig, config_to_dict, default_config, parse_config
 
 TIERS = ("online", "batch", "offline")
 
 
 def seed_config(**admission: int) -> TierConfig:
-    return parse_config(
-        {
-            "scheduler": {
-                "queues": {
-                    "online": {
-                        "max_batch_size": 8,
-                        "max_waiting_time_ms": 10,
-                        "max_tokens_per_batch": 4096,
-                        "priority": 1,
-                    },
-                    "batch": {
-                        "max_batch_size": 32,
-                        "max_waiting_time_ms": 50,
-                        "max_tokens_per_batch": 16384,
-                        "priority": 2,
-                        "length_groups": [512, 2048],
-                    },
-                    "offline": {
-                        "max_batch_size": 64,
-                        "max_waiting_time_ms": 200,
-                        "max_tokens_per_batch": 32768,
-                        "priority": 3,
-                        "length_groups": [512, 2048, 8192],
-                    },
-                },
-                "adaptive": {
-                    "enabled": True,
-                    "online_pressure_threshold": 10,
-                    "wait_time_reduction_ratio": 0.5,
-                },
-                "admission": admission,
-            }
-        }
-    )
+    """Seed 000's tiers, with length groups on batch and offline and the given admission."""
+    doc = config_to_dict(default_config())
+    queues = doc["scheduler"]["queues"]
+    queues["batch"]["length_groups"] = [512, 2048]
+    queues["offline"]["length_groups"] = [512, 2048, 8192]
+    doc["scheduler"]["admission"] = admission
+    return parse_config(doc)
 
 
 def throughput(pairs: int, poll_every: int) -> tuple[float, float]:
