@@ -11,12 +11,7 @@ import asyncio
 import contextlib
 import hashlib
 import json
-import os
-import signal
-import subprocess
-import sys
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +20,7 @@ import httpx
 from aiohttp import web
 
 from gpu_agent.sim.testing import free_port
+from gpu_agent.testing import AgentProcess, running_agent_process, start_agent_process
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL = "demo"
@@ -77,67 +73,15 @@ def tier_config(admission: dict[str, Any] | None = None, **extra_queues: Any) ->
     return {"scheduler": scheduler}
 
 
-@dataclass
-class AgentProc:
-    url: str
-    port: int
-    process: subprocess.Popen[bytes]
-    log_path: Path
-
-    def output(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-    def status(self) -> dict[str, Any]:
-        response = httpx.get(
-            self.url + "/agent/v1/status", headers={"Authorization": f"Bearer {NODE_TOKEN}"}
-        )
-        response.raise_for_status()
-        result: dict[str, Any] = response.json()
-        return result
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+def start_agent(args: list[str], log_path: Path, port: int | None = None) -> AgentProcess:
+    """The agent on `args`, up and answering /health; its status() presents NODE_TOKEN."""
+    return start_agent_process(args, log_path, port=port, node_token=NODE_TOKEN)
 
 
-def start_agent(args: list[str], log_path: Path, port: int | None = None) -> AgentProc:
-    port = port or free_port()
-    command = [sys.executable, "-m", "gpu_agent", "--listen", f"127.0.0.1:{port}", *args]
-    log = open(log_path, "ab")  # noqa: SIM115 - closed with the process
-    process = subprocess.Popen(
-        command,
-        cwd=ROOT,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-    log.close()
-    agent = AgentProc(f"http://127.0.0.1:{port}", port, process, log_path)
-    deadline = time.monotonic() + 20
-    while True:
-        if process.poll() is not None:
-            raise RuntimeError(f"agent exited with {process.returncode}:\n{agent.output()}")
-        with contextlib.suppress(httpx.TransportError):
-            if httpx.get(agent.url + "/health", timeout=1).status_code == 200:
-                return agent
-        if time.monotonic() > deadline:
-            agent.stop()
-            raise RuntimeError(f"agent did not answer /health:\n{agent.output()}")
-        time.sleep(0.05)
-
-
-@contextlib.contextmanager
-def running_agent(args: list[str], log_path: Path, port: int | None = None) -> Iterator[AgentProc]:
-    agent = start_agent(args, log_path, port)
-    try:
-        yield agent
-    finally:
-        agent.stop()
+def running_agent(
+    args: list[str], log_path: Path, port: int | None = None
+) -> contextlib.AbstractContextManager[AgentProcess]:
+    return running_agent_process(args, log_path, port=port, node_token=NODE_TOKEN)
 
 
 def write_json(path: Path, data: Any) -> Path:
@@ -156,17 +100,6 @@ def standalone_args(tmp: Path, engine_url: str, config: dict[str, Any]) -> list[
         "--node-token",
         NODE_TOKEN,
     ]
-
-
-def wait_for(predicate: Any, timeout: float = 10.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 # -- fake console ------------------------------------------------------------------------
@@ -245,7 +178,7 @@ class FakeConsole:
             await asyncio.sleep(0.05)
 
 
-async def post(agent: AgentProc, tier: str = "online", **extra: Any) -> httpx.Response:
+async def post(agent: AgentProcess, tier: str = "online", **extra: Any) -> httpx.Response:
     headers = {"Authorization": f"Bearer {ALL_KEY}", "X-Tiergate-Tier": tier}
     async with httpx.AsyncClient(timeout=30) as client:
         return await client.post(

@@ -8,10 +8,10 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 
 from gpu_agent.sim.testing import run_sim_process
+from gpu_agent.testing import AgentProcess
 from tests.agent.agent_helpers import (
     KEYS,
     MODEL,
-    AgentProc,
     FakeConsole,
     queue,
     running_agent,
@@ -29,7 +29,7 @@ def sim_url() -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def agent(sim_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentProc]:
+def agent(sim_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentProcess]:
     """A standalone agent with roomy tiers, shared by the read-only gateway tests."""
     tmp = tmp_path_factory.mktemp("agent")
     with running_agent(standalone_args(tmp, sim_url, tier_config()), tmp / "agent.log") as proc:
@@ -37,7 +37,7 @@ def agent(sim_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ag
 
 
 @pytest.fixture(scope="session")
-def tight_agent(sim_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentProc]:
+def tight_agent(sim_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentProcess]:
     """One request at the engine at a time, so the queue order is visible; a "small" tier
     that holds one queued request."""
     tmp = tmp_path_factory.mktemp("tight")

@@ -8,16 +8,17 @@ import openai
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.agent.agent_helpers import ALL_KEY, MODEL, NODE_TOKEN, OFFLINE_KEY, AgentProc
+from gpu_agent.testing import AgentProcess
+from tests.agent.agent_helpers import ALL_KEY, MODEL, NODE_TOKEN, OFFLINE_KEY
 
 BODY = {"model": MODEL, "messages": [{"role": "user", "content": "hello there"}], "max_tokens": 4}
 
 
-def client(agent: AgentProc, key: str = ALL_KEY) -> openai.OpenAI:
+def client(agent: AgentProcess, key: str = ALL_KEY) -> openai.OpenAI:
     return openai.OpenAI(base_url=agent.url + "/v1", api_key=key, max_retries=0)
 
 
-def test_it_streams_chat_through_the_official_client(agent: AgentProc) -> None:
+def test_it_streams_chat_through_the_official_client(agent: AgentProcess) -> None:
     stream = client(agent).chat.completions.create(
         model=MODEL,
         messages=[{"role": "user", "content": "tell me a story"}],
@@ -36,7 +37,7 @@ def test_it_streams_chat_through_the_official_client(agent: AgentProc) -> None:
     assert usage is not None and usage.completion_tokens == 12
 
 
-def test_it_answers_non_streamed_chat_and_completions(agent: AgentProc) -> None:
+def test_it_answers_non_streamed_chat_and_completions(agent: AgentProcess) -> None:
     chat = client(agent).chat.completions.create(
         model=MODEL,
         messages=[{"role": "user", "content": "hi"}],
@@ -49,7 +50,7 @@ def test_it_answers_non_streamed_chat_and_completions(agent: AgentProc) -> None:
     assert text.choices[0].text
 
 
-def test_it_streams_text_completions(agent: AgentProc) -> None:
+def test_it_streams_text_completions(agent: AgentProcess) -> None:
     stream = client(agent).completions.create(
         model=MODEL,
         prompt="once upon a time",
@@ -60,12 +61,12 @@ def test_it_streams_text_completions(agent: AgentProc) -> None:
     assert sum(1 for chunk in stream if chunk.choices and chunk.choices[0].text) == 6
 
 
-def test_it_lists_the_engines_models_to_key_holders(agent: AgentProc) -> None:
+def test_it_lists_the_engines_models_to_key_holders(agent: AgentProcess) -> None:
     assert [m.id for m in client(agent).models.list()] == [MODEL]
     assert httpx.get(agent.url + "/v1/models").status_code == 401
 
 
-def test_it_rejects_a_bad_key_with_401(agent: AgentProc) -> None:
+def test_it_rejects_a_bad_key_with_401(agent: AgentProcess) -> None:
     with pytest.raises(openai.AuthenticationError) as info:
         client(agent, "tgk_wrong").chat.completions.create(**BODY)
     assert info.value.status_code == 401
@@ -74,7 +75,7 @@ def test_it_rejects_a_bad_key_with_401(agent: AgentProc) -> None:
     assert response.json()["error"]["code"] == "invalid_api_key"
 
 
-def test_it_refuses_a_tier_the_key_does_not_allow(agent: AgentProc) -> None:
+def test_it_refuses_a_tier_the_key_does_not_allow(agent: AgentProcess) -> None:
     headers = {"Authorization": f"Bearer {OFFLINE_KEY}", "X-Tiergate-Tier": "online"}
     response = httpx.post(agent.url + "/v1/chat/completions", json=BODY, headers=headers)
     assert response.status_code == 403
@@ -88,13 +89,13 @@ def test_it_refuses_a_tier_the_key_does_not_allow(agent: AgentProc) -> None:
     )
 
 
-def test_it_says_404_for_an_unknown_model(agent: AgentProc) -> None:
+def test_it_says_404_for_an_unknown_model(agent: AgentProcess) -> None:
     with pytest.raises(openai.NotFoundError) as info:
         client(agent).chat.completions.create(**{**BODY, "model": "no-such-model"})
     assert info.value.status_code == 404
 
 
-def test_it_refuses_a_body_over_the_limit_with_413(agent: AgentProc) -> None:
+def test_it_refuses_a_body_over_the_limit_with_413(agent: AgentProcess) -> None:
     big = {**BODY, "messages": [{"role": "user", "content": "x" * (1 << 20)}]}
     response = httpx.post(
         agent.url + "/v1/chat/completions", json=big, headers={"Authorization": f"Bearer {ALL_KEY}"}
@@ -103,7 +104,7 @@ def test_it_refuses_a_body_over_the_limit_with_413(agent: AgentProc) -> None:
     assert response.json()["error"]["code"] == "request_too_large"
 
 
-def test_it_says_400_for_a_body_that_is_not_json(agent: AgentProc) -> None:
+def test_it_says_400_for_a_body_that_is_not_json(agent: AgentProcess) -> None:
     response = httpx.post(
         agent.url + "/v1/chat/completions",
         content=b"{nope",
@@ -113,7 +114,7 @@ def test_it_says_400_for_a_body_that_is_not_json(agent: AgentProc) -> None:
     assert response.json()["error"]["type"] == "invalid_request_error"
 
 
-def test_its_metrics_parse_and_count_requests_per_tier(agent: AgentProc) -> None:
+def test_its_metrics_parse_and_count_requests_per_tier(agent: AgentProcess) -> None:
     headers = {"Authorization": f"Bearer {ALL_KEY}", "X-Tiergate-Tier": "batch"}
     assert (
         httpx.post(agent.url + "/v1/chat/completions", json=BODY, headers=headers).status_code
@@ -147,7 +148,7 @@ def test_its_metrics_parse_and_count_requests_per_tier(agent: AgentProc) -> None
     }
 
 
-def test_its_status_needs_the_node_token(agent: AgentProc) -> None:
+def test_its_status_needs_the_node_token(agent: AgentProcess) -> None:
     assert httpx.get(agent.url + "/agent/v1/status").status_code == 401
     wrong = httpx.get(agent.url + "/agent/v1/status", headers={"Authorization": "Bearer x"})
     assert wrong.status_code == 401

@@ -7,10 +7,10 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from gpu_agent.testing import AgentProcess
 from tests.agent.agent_helpers import (
     GATEWAY_KEYS,
     NODE_TOKEN,
-    AgentProc,
     FakeConsole,
     post,
     start_agent,
@@ -33,7 +33,7 @@ def console_args(console: FakeConsole, engine_url: str, state_dir: Path) -> list
     ]
 
 
-async def launch(args: list[str], log: Path) -> AgentProc:
+async def launch(args: list[str], log: Path) -> AgentProcess:
     return await asyncio.to_thread(start_agent, args, log)
 
 

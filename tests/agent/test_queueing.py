@@ -10,7 +10,8 @@ from typing import Any
 
 import httpx
 
-from tests.agent.agent_helpers import ALL_KEY, MODEL, AgentProc
+from gpu_agent.testing import AgentProcess
+from tests.agent.agent_helpers import ALL_KEY, MODEL
 
 URL = "/v1/chat/completions"
 
@@ -45,7 +46,7 @@ async def first_token_at(client: httpx.AsyncClient, tier: str, max_tokens: int) 
     return first
 
 
-async def wait_idle(agent: AgentProc) -> None:
+async def wait_idle(agent: AgentProcess) -> None:
     for _ in range(200):
         status = await asyncio.to_thread(agent.status)
         if status["in_flight"] == 0 and all(t["depth"] == 0 for t in status["tiers"].values()):
@@ -54,7 +55,7 @@ async def wait_idle(agent: AgentProc) -> None:
     raise AssertionError(f"agent not idle: {status}")
 
 
-async def wait_in_flight(agent: AgentProc) -> None:
+async def wait_in_flight(agent: AgentProcess) -> None:
     for _ in range(200):
         if (await asyncio.to_thread(agent.status))["in_flight"] == 1:
             return
@@ -62,7 +63,7 @@ async def wait_in_flight(agent: AgentProc) -> None:
     raise AssertionError("no request reached the engine")
 
 
-async def wait_depth(agent: AgentProc, tier: str, depth: int) -> None:
+async def wait_depth(agent: AgentProcess, tier: str, depth: int) -> None:
     for _ in range(200):
         status = await asyncio.to_thread(agent.status)
         if status["tiers"][tier]["depth"] == depth:
@@ -72,7 +73,7 @@ async def wait_depth(agent: AgentProc, tier: str, depth: int) -> None:
 
 
 async def test_online_requests_overtake_queued_offline_ones(
-    tight_agent: AgentProc, sim_url: str
+    tight_agent: AgentProcess, sim_url: str
 ) -> None:
     await wait_idle(tight_agent)
     since = time.time()
@@ -89,7 +90,7 @@ async def test_online_requests_overtake_queued_offline_ones(
     assert sorted(r["priority"] for r in records) == [1, 3, 3, 3, 3]
 
 
-async def test_a_full_tier_gets_429_with_retry_after(tight_agent: AgentProc) -> None:
+async def test_a_full_tier_gets_429_with_retry_after(tight_agent: AgentProcess) -> None:
     await wait_idle(tight_agent)
     async with httpx.AsyncClient(base_url=tight_agent.url, timeout=30) as client:
         busy = asyncio.create_task(first_token_at(client, "offline", 300))
@@ -104,7 +105,7 @@ async def test_a_full_tier_gets_429_with_retry_after(tight_agent: AgentProc) -> 
 
 
 async def test_a_client_that_leaves_mid_stream_frees_its_slot(
-    tight_agent: AgentProc, sim_url: str
+    tight_agent: AgentProcess, sim_url: str
 ) -> None:
     await wait_idle(tight_agent)
     request_id = f"leaver-{time.time_ns()}"
@@ -126,7 +127,7 @@ async def test_a_client_that_leaves_mid_stream_frees_its_slot(
     await wait_idle(tight_agent)
 
 
-async def test_a_client_that_leaves_the_queue_gives_up_its_place(tight_agent: AgentProc) -> None:
+async def test_a_client_that_leaves_the_queue_gives_up_its_place(tight_agent: AgentProcess) -> None:
     await wait_idle(tight_agent)
     async with httpx.AsyncClient(base_url=tight_agent.url, timeout=30) as client:
         busy = asyncio.create_task(first_token_at(client, "offline", 400))
@@ -144,7 +145,7 @@ async def test_a_client_that_leaves_the_queue_gives_up_its_place(tight_agent: Ag
         await busy
 
 
-def test_it_serves_a_sse_stream_unchanged(tight_agent: AgentProc) -> None:
+def test_it_serves_a_sse_stream_unchanged(tight_agent: AgentProcess) -> None:
     with httpx.stream(
         "POST", tight_agent.url + URL, json=body(3), headers=headers("online"), timeout=10
     ) as response:

@@ -16,9 +16,9 @@ from tests.agent.agent_helpers import (
     running_agent,
     standalone_args,
     tier_config,
-    wait_for,
     write_json,
 )
+from tests.waiting import wait_for
 
 NEW_KEY = "tgk_test_new_key_00112233445566778899aabbccddeeff"
 BODY = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}

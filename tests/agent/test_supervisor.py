@@ -18,8 +18,8 @@ from tests.agent.agent_helpers import (
     standalone_args,
     start_agent,
     tier_config,
-    wait_for,
 )
+from tests.waiting import wait_for
 
 
 async def test_it_restarts_the_engine_for_a_profile_and_rolls_back_a_bad_one(
