@@ -9,10 +9,13 @@ from typing import TypeVar
 T = TypeVar("T")
 
 
-def wait_for(predicate: Callable[[], T], timeout: float = 20.0, what: str = "condition",
+def wait_for(predicate: Callable[..., T], timeout: float = 20.0, what: str = "condition",
              poll: float = 0.05) -> T:
     """Call `predicate` every `poll` seconds until it returns something truthy, and return
-    that; AssertionError naming `what` if it has not after `timeout` seconds."""
+    that; AssertionError naming `what` if it has not after `timeout` seconds.
+
+    `predicate` is called with no arguments; typed `...` so that a lambda binding a loop
+    variable as a default (``lambda n=node: ...``) type-checks."""
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()

@@ -8,9 +8,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rollout_helpers import MODEL, Agent, spawn_agent, tier_config, wait_for, wait_ready
 
 from gpu_agent.sim.testing import run_sim_process
+from tests.rollouts.rollout_helpers import MODEL, Agent, spawn_agent, tier_config
+from tests.waiting import wait_for
 
 HEARTBEAT_S = 0.3
 
@@ -58,7 +59,7 @@ def fleet(live_server: Any, fast_beats: None, sim_url: str, tmp_path: Path,
             started.append(agent)
             out.append((node, agent))
         for node, agent in out:  # started all at once: they boot in parallel
-            wait_ready(agent)
+            agent.wait_ready()
             wait_for(lambda n=node: Node.objects.get(pk=n.pk).applied_tier_config_id == versions[0].pk,
                      what=f"{node.name} to apply v1")
             node.refresh_from_db()

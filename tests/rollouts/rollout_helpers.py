@@ -1,22 +1,15 @@
 """Helpers of the rollout tests: real agents (subprocesses) heartbeating to the live test
-console, the executor run in a thread, and waiting on database state."""
+console, the executor run in a thread, and steady traffic through the gateways."""
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
-import subprocess
-import sys
 import threading
-import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from gpu_agent.sim.testing import free_port
+from gpu_agent.testing import AgentProcess
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL = "demo"
@@ -32,85 +25,23 @@ def tier_config(online_wait_ms: int = 1, online_batch: int = 8) -> dict[str, Any
                                      "offline": queue(3)}}}
 
 
-def wait_for(predicate: Any, timeout: float = 20.0, what: str = "condition", poll: float = 0.1) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(poll)
-
-
-@dataclass
-class Agent:
-    name: str
-    token: str
-    url: str
-    process: subprocess.Popen[bytes]
-    log_path: Path
-
-    def output(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-    def status(self) -> dict[str, Any]:
-        response = httpx.get(self.url + "/agent/v1/status", headers={"Authorization": f"Bearer {self.token}"},
-                             timeout=5)
-        response.raise_for_status()
-        result: dict[str, Any] = response.json()
-        return result
+class Agent(AgentProcess):
+    """An agent the live test console manages; `node_token` is the node's token."""
 
     def applied(self, kind: str = "tier_config") -> int | None:
         value: int | None = self.status()["applied"][kind]
         return value
 
-    def kill(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGKILL)
-            self.process.wait()
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-
 
 def spawn_agent(name: str, token: str, console_url: str, tmp: Path, *, engine_url: str | None = None,
                 engine_cmd: str | None = None) -> Agent:
     """Start `python -m gpu_agent` managed by the console, attached to `engine_url` or running
-    `engine_cmd` as the simulator; `wait_ready` waits for its gateway."""
-    port = free_port()
+    `engine_cmd` as the simulator; `Agent.wait_ready` waits for its gateway."""
     engine = ["--engine-url", engine_url] if engine_url else ["--engine-cmd", str(engine_cmd), "--simulate",
                                                                "--engine-start-timeout", "15"]
-    command = [sys.executable, "-m", "gpu_agent", *engine, "--listen", f"127.0.0.1:{port}",
-               "--console", console_url, "--state-dir", str(tmp / f"state-{name}"),
-               "--heartbeat-backoff-max", "1", "--log-level", "warning"]
-    log_path = tmp / f"agent-{name}.log"
-    with open(log_path, "ab") as log:
-        process = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-                                   env={**os.environ, "PYTHONUNBUFFERED": "1", "TIERGATE_NODE_TOKEN": token})
-    return Agent(name, token, f"http://127.0.0.1:{port}", process, log_path)
-
-
-def wait_ready(agent: Agent) -> Agent:
-    process = agent.process
-    name = agent.name
-    deadline = time.monotonic() + 20
-    while True:
-        if process.poll() is not None:
-            raise RuntimeError(f"agent {name} exited with {process.returncode}:\n{agent.output()}")
-        with contextlib.suppress(httpx.TransportError):
-            if httpx.get(agent.url + "/health", timeout=1).status_code == 200:
-                return agent
-        if time.monotonic() > deadline:
-            agent.stop()
-            raise RuntimeError(f"agent {name} did not answer /health:\n{agent.output()}")
-        time.sleep(0.05)
+    args = [*engine, "--console", console_url, "--state-dir", str(tmp / f"state-{name}"),
+            "--heartbeat-backoff-max", "1", "--log-level", "warning"]
+    return Agent.spawn(args, tmp / f"agent-{name}.log", env={"TIERGATE_NODE_TOKEN": token}, node_token=token)
 
 
 class ExecutorThread(threading.Thread):

@@ -11,10 +11,9 @@ from django.core.management import call_command
 
 @pytest.fixture
 def setup(db: None) -> dict[str, Any]:
-    from rollout_helpers import tier_config
-
     from console.fleet.services import create_node, set_desired
     from console.tuning.services import create_tier_config
+    from tests.rollouts.rollout_helpers import tier_config
 
     v1 = create_tier_config(name="tiers", config=tier_config(1), message="v1")
     v2 = create_tier_config(name="tiers", config=tier_config(2), message="v2")

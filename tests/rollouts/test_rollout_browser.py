@@ -7,7 +7,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from rollout_helpers import InlineWorker, wait_for
+
+from tests.conftest import sign_in
+from tests.rollouts.rollout_helpers import InlineWorker
+from tests.waiting import wait_for
 
 
 @pytest.fixture
@@ -21,7 +24,6 @@ def inline_worker(transactional_db: None) -> Iterator[InlineWorker]:
 def test_roll_out_watch_converge_roll_back_confirm_watch_return(
     fleet: Any, versions: Any, operator: Any, browser_page: Any, inline_worker: InlineWorker,
 ) -> None:
-    from conftest_db import root_conftest
     from django.db import connections
 
     from console.fleet.models import Node
@@ -32,7 +34,7 @@ def test_roll_out_watch_converge_roll_back_confirm_watch_return(
         v1, v2 = versions
         nodes = fleet(2)
         page = browser_page
-        root_conftest().sign_in(page, operator.username)
+        sign_in(page, operator.username)
         page.goto("/tuning/rollouts/new/")
         assert page.input_value("select[name=tier_config]") == str(v2.pk)  # preselected
         page.fill("input[name=convergence_timeout_s]", "20")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rollout_helpers import run_rollout, timeline
+from tests.rollouts.rollout_helpers import run_rollout, timeline
 
 
 def test_a_tier_config_rollout_converges_and_its_rollback_restores_v1(fleet: Any, versions: Any) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rollout_helpers import run_rollout, timeline
+from tests.rollouts.rollout_helpers import run_rollout, timeline
 
 
 def test_a_canary_that_reports_an_apply_error_stops_and_rolls_back(fleet: Any, versions: Any) -> None:

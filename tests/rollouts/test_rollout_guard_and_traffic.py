@@ -8,7 +8,15 @@ import time
 from typing import Any
 
 import httpx
-from rollout_helpers import Load, run_rollout, stream_completion, tier_config, timeline
+
+from tests.rollouts.rollout_helpers import (
+    Load,
+    run_rollout,
+    stream_completion,
+    tier_config,
+    timeline,
+)
+from tests.waiting import wait_for
 
 
 def _key() -> str:
@@ -19,11 +27,9 @@ def _key() -> str:
 
 
 def _wait_key(agent: Any, key: str) -> None:
-    deadline = time.monotonic() + 10
     with httpx.Client(timeout=10) as client:
-        while stream_completion(client, agent.url, key, 1)[0] != 200:
-            assert time.monotonic() < deadline, "the agent never received the gateway key"
-            time.sleep(0.1)
+        wait_for(lambda: stream_completion(client, agent.url, key, 1)[0] == 200, timeout=10, poll=0.1,
+                 what="the agent to receive the gateway key")
 
 
 def test_a_config_that_starves_online_traffic_is_rolled_back_by_the_slo_guard(fleet: Any, versions: Any) -> None:

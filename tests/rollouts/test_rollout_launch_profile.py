@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from rollout_helpers import run_rollout, timeline, wait_for
-
 from gpu_agent.sim.testing import free_port
+from tests.rollouts.rollout_helpers import run_rollout, timeline
+from tests.waiting import wait_for
 
 
 def test_a_profile_whose_engine_fails_to_start_is_rolled_back_with_the_engines_error(fleet: Any) -> None:

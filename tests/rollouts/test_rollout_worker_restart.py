@@ -15,13 +15,13 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from rollout_helpers import ROOT, ExecutorThread, timeline, wait_for
+from tests.conftest import test_database_url
+from tests.rollouts.rollout_helpers import ROOT, ExecutorThread, timeline
+from tests.waiting import wait_for
 
 
 def start_worker(queue: str, log_path: Path) -> subprocess.Popen[bytes]:
-    from conftest_db import database_url
-
-    env = {**os.environ, "DATABASE_URL": database_url(), "TIERGATE_ROLLOUT_LEASE_S": "2"}
+    env = {**os.environ, "DATABASE_URL": test_database_url(), "TIERGATE_ROLLOUT_LEASE_S": "2"}
     with open(log_path, "ab") as log:
         return subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "console", "worker", "--pool", "threads", "--concurrency", "2",
