@@ -1,25 +1,19 @@
 """Real processes for the bench tests: a simulator behind a standalone agent, a gateway
-Endpoint pointing at it, and helpers to make runs and wait for them."""
+Endpoint pointing at it, and helpers to make runs."""
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
-from gpu_agent.sim.testing import free_port, run_sim_process
+from gpu_agent.sim.testing import run_sim_process
+from gpu_agent.testing import running_agent_process
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL = "bench-demo"
@@ -38,19 +32,6 @@ class Gateway:
     model: str
 
 
-def _wait_health(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + 20
-    while True:
-        if process.poll() is not None:
-            raise RuntimeError(f"agent exited:\n{log.read_text(errors='replace')}")
-        with contextlib.suppress(httpx.TransportError):
-            if httpx.get(url + "/health", timeout=1).status_code == 200:
-                return
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"agent did not answer /health:\n{log.read_text(errors='replace')}")
-        time.sleep(0.05)
-
-
 @pytest.fixture(scope="session")
 def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
     """`python -m gpu_agent` in standalone mode in front of a tiny-test simulator."""
@@ -60,26 +41,12 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
                                  "default_tier": "online"}]))
     tiers = tmp / "tiers.json"
     tiers.write_text(json.dumps(TIER_CONFIG))
-    with run_sim_process(MODEL, ("--max-num-seqs", "64")) as sim_url:
-        port = free_port()
-        log = tmp / "agent.log"
-        with open(log, "ab") as out:
-            process = subprocess.Popen(
-                [sys.executable, "-m", "gpu_agent", "--engine-url", sim_url, "--listen", f"127.0.0.1:{port}",
-                 "--tier-config", str(tiers), "--keys", str(keys)],
-                cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
-            )
-        url = f"http://127.0.0.1:{port}"
-        try:
-            _wait_health(url, process, log)
-            yield Gateway(url, GATEWAY_KEY, MODEL)
-        finally:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+    with (
+        run_sim_process(MODEL, ("--max-num-seqs", "64")) as sim_url,
+        running_agent_process(["--engine-url", sim_url, "--tier-config", str(tiers), "--keys", str(keys)],
+                              tmp / "agent.log") as agent,
+    ):
+        yield Gateway(agent.url, GATEWAY_KEY, MODEL)
 
 
 @pytest.fixture
@@ -124,17 +91,6 @@ def add_telemetry(node_id: int, start: Any, seconds: int) -> None:
                         kv_cache_usage=0.3, queue_depth=i % 4)
         for i in range(seconds)
     ], ignore_conflicts=True)
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
 
 
 SMOKE = {"concurrency": 4, "requests": 24, "prompt_tokens": 32, "max_tokens": 16}

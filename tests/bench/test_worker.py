@@ -9,7 +9,8 @@ from django.test import Client
 
 from console.bench.choices import RunStatus
 from console.bench.models import BenchmarkRun, RequestSample
-from tests.bench.conftest import SMOKE, wait_for
+from tests.bench.conftest import SMOKE
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 

@@ -17,8 +17,9 @@ from django.utils import timezone
 from console.bench import execution, services, tasks
 from console.bench.choices import RunStatus
 from console.bench.models import BenchmarkRun
-from tests.bench.conftest import ROOT, wait_for
+from tests.bench.conftest import ROOT
 from tests.conftest import test_database_url
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 QUEUE = "bench-lost-worker-test"
