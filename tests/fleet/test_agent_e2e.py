@@ -4,11 +4,6 @@ node works on the node's gateway."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,21 +12,10 @@ import pytest
 
 from console.fleet import services
 from console.fleet.models import Endpoint, Node, TelemetrySample
-from gpu_agent.sim.testing import free_port, run_sim_process
+from gpu_agent.sim.testing import run_sim_process
+from gpu_agent.testing import running_agent_process
 from tests.fleet.fleet_helpers import SEED_TIERS
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def wait_for(check: Callable[[], Any], timeout_s: float = 20.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.2)
+from tests.waiting import wait_for
 
 
 @pytest.mark.slow
@@ -42,38 +26,28 @@ def test_a_real_agent_converges_and_serves_with_the_consoles_key(live_server: An
     node, token = services.create_node("e2e-node", ["sim"], None)
     config = create_tier_config(name="seed-000", config=SEED_TIERS)
     services.set_desired([node], tier_config=config, reason="e2e")
-    port = free_port()
-    log_path = tmp_path / "agent.log"
-    with run_sim_process("demo") as engine_url, open(log_path, "ab") as log:
-        agent = subprocess.Popen(
-            [sys.executable, "-m", "gpu_agent", "--listen", f"127.0.0.1:{port}", "--console", live_server.url,
-             "--node-token", token, "--engine-url", engine_url, "--state-dir", str(tmp_path / "state")],
-            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
-        try:
-            def converged() -> bool:
-                fresh = Node.objects.get(pk=node.pk)
-                return fresh.applied_tier_config_id == config.pk and fresh.health.get("engine") == "ok"
-
-            wait_for(converged, what="the agent to apply the tier config:\n" + log_path.read_text(errors="replace"))
-            wait_for(lambda: TelemetrySample.objects.filter(node=node).count() >= 2, what="samples")
+    args = ["--console", live_server.url, "--node-token", token, "--state-dir", str(tmp_path / "state")]
+    with (
+        run_sim_process("demo") as engine_url,
+        running_agent_process([*args, "--engine-url", engine_url], tmp_path / "agent.log") as agent,
+    ):
+        def converged() -> bool:
             fresh = Node.objects.get(pk=node.pk)
-            assert fresh.mode == "attached" and fresh.listen_url == f"http://127.0.0.1:{port}"
-            assert fresh.is_simulated and fresh.last_sample["gpu_source"] == "simulated"
-            assert fresh.keys_version  # the agent took the key set
+            return fresh.applied_tier_config_id == config.pk and fresh.health.get("engine") == "ok"
 
-            endpoint = Endpoint.objects.get(node=node, kind="gateway")
-            assert endpoint.base_url == f"http://127.0.0.1:{port}/v1"
-            r = httpx.post(f"{endpoint.base_url}/chat/completions", timeout=20,
-                           headers={"Authorization": f"Bearer {endpoint.get_api_key()}"},
-                           json={"model": "demo", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2})
-            assert r.status_code == 200, r.text
-            assert httpx.post(f"{endpoint.base_url}/chat/completions", timeout=20,
-                              headers={"Authorization": "Bearer tgk_wrong"},
-                              json={"model": "demo", "messages": []}).status_code == 401
-        finally:
-            agent.terminate()
-            try:
-                agent.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                agent.kill()
+        wait_for(converged, what="the agent to apply the tier config:\n" + agent.output())
+        wait_for(lambda: TelemetrySample.objects.filter(node=node).count() >= 2, what="samples")
+        fresh = Node.objects.get(pk=node.pk)
+        assert fresh.mode == "attached" and fresh.listen_url == f"http://127.0.0.1:{agent.port}"
+        assert fresh.is_simulated and fresh.last_sample["gpu_source"] == "simulated"
+        assert fresh.keys_version  # the agent took the key set
+
+        endpoint = Endpoint.objects.get(node=node, kind="gateway")
+        assert endpoint.base_url == f"http://127.0.0.1:{agent.port}/v1"
+        r = httpx.post(f"{endpoint.base_url}/chat/completions", timeout=20,
+                       headers={"Authorization": f"Bearer {endpoint.get_api_key()}"},
+                       json={"model": "demo", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2})
+        assert r.status_code == 200, r.text
+        assert httpx.post(f"{endpoint.base_url}/chat/completions", timeout=20,
+                          headers={"Authorization": "Bearer tgk_wrong"},
+                          json={"model": "demo", "messages": []}).status_code == 401
