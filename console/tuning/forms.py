@@ -53,6 +53,22 @@ class _VersionForm(forms.Form):
                            f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}")
             return None
 
+    def _normalised(self, document: Any) -> dict[str, Any]:
+        """The document as stored; raises ConfigError or ArgsError listing every broken rule."""
+        raise NotImplementedError
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        data = self._decoded()
+        if data is None:
+            return cleaned
+        self._textarea_value(data)
+        try:
+            cleaned["document"] = self._normalised(data)
+        except (ConfigError, ArgsError) as exc:
+            self.add_error(self.document_field, [str(err) for err in exc.errors])
+        return cleaned
+
     def _textarea_value(self, document: Any) -> None:
         # After an upload the textarea shows the file's content, so the errors refer to text
         # the operator can see and fix.
@@ -68,17 +84,8 @@ class TierConfigForm(_VersionForm):
                              required=False, label="Config (JSON)")
     field_order = ["name", "message", "config", "upload"]
 
-    def clean(self) -> dict[str, Any]:
-        cleaned = super().clean() or {}
-        data = self._decoded()
-        if data is None:
-            return cleaned
-        self._textarea_value(data)
-        try:
-            cleaned["document"] = config_to_dict(parse_config(data))
-        except ConfigError as exc:
-            self.add_error("config", [str(err) for err in exc.errors])
-        return cleaned
+    def _normalised(self, document: Any) -> dict[str, Any]:
+        return config_to_dict(parse_config(document))
 
 
 class LaunchProfileForm(_VersionForm):
@@ -87,14 +94,5 @@ class LaunchProfileForm(_VersionForm):
                            required=False, label="vLLM arguments (JSON, snake_case)")
     field_order = ["name", "message", "args", "upload"]
 
-    def clean(self) -> dict[str, Any]:
-        cleaned = super().clean() or {}
-        data = self._decoded()
-        if data is None:
-            return cleaned
-        self._textarea_value(data)
-        try:
-            cleaned["document"] = args_to_dict(validate_args(data))
-        except ArgsError as exc:
-            self.add_error("args", [str(err) for err in exc.errors])
-        return cleaned
+    def _normalised(self, document: Any) -> dict[str, Any]:
+        return args_to_dict(validate_args(document))
