@@ -176,8 +176,11 @@ class Command(BaseCommand):
     def _run(self, opts: dict[str, Any]) -> tuple[dict[str, Any], dict[str, RunResult]]:
         from perf.headline import Options, render, run_experiment
 
-        argv = [f"--{k.replace('_', '-')}={v}" for k, v in opts.items()
-                if k in ("duration", "seed", "rate", "arms") and v is not None]  # fmt: skip
+        # The equivalent `python -m perf.headline` command line, for the record.
+        valued = ("duration", "warmup", "seed", "time_scale", "rate", "load_factor",
+                  "sweep_step", "search_trial", "arms", "workdir")  # fmt: skip
+        argv = [f"--{k.replace('_', '-')}={opts[k]}" for k in valued if opts[k] is not None]
+        argv += ["--no-search"] if opts["no_search"] else []
         options = Options(
             duration_s=opts["duration"], warmup_s=opts["warmup"], seed=opts["seed"],
             time_scale=opts["time_scale"], rate=opts["rate"], load_factor=opts["load_factor"],
