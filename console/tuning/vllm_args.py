@@ -1,6 +1,6 @@
 """vLLM launch arguments: schema, vLLM's own cross-field rules, and the `vllm serve` argv.
 
-Pure (pydantic + stdlib, no Django), so the console, scripts and tests share one definition.
+Pure (pydantic, stdlib and scheduler.FieldError; no Django), so the console, scripts and tests share one definition.
 Arguments are snake_case (`max_num_seqs`), each rendered as vLLM's kebab-case flag
 (`--max-num-seqs`). A field left unset (None) renders no flag at all: the engine's own default
 applies, which differs between vLLM releases, so we never write one in on the user's behalf.
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -28,6 +27,9 @@ from pydantic import (
     StrictStr,
     ValidationError,
 )
+
+# "path: rule", the same as a tier config's errors, so forms and the API show both alike.
+from scheduler import FieldError
 
 # Flags the field reports use that vLLM does not accept (seeds README): flag -> the advice.
 FORBIDDEN_EXTRA_FLAGS = {
@@ -82,15 +84,6 @@ def flag_of(field: str) -> str:
 _MANAGED_FLAGS = {flag_of(f): f for f in FIELD_NAMES if f not in ("model", "extra_args")}
 _MANAGED_FLAGS.update({"--no-" + flag_of(f)[2:]: f for f in BOOLEAN_FIELDS})
 _MANAGED_FLAGS.update({"-tp": "tensor_parallel_size", "-pp": "pipeline_parallel_size"})
-
-
-@dataclass(frozen=True)
-class FieldError:
-    path: str
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.path}: {self.message}"
 
 
 class ArgsError(ValueError):
