@@ -1,6 +1,7 @@
 """vLLM launch arguments: schema, vLLM's own cross-field rules, and the `vllm serve` argv.
 
-Pure (pydantic, stdlib and scheduler.FieldError; no Django), so the console, scripts and tests share one definition.
+Pure (pydantic, stdlib and scheduler.FieldError; no Django), so the console, scripts and tests
+share one definition.
 Arguments are snake_case (`max_num_seqs`), each rendered as vLLM's kebab-case flag
 (`--max-num-seqs`). A field left unset (None) renders no flag at all: the engine's own default
 applies, which differs between vLLM releases, so we never write one in on the user's behalf.
