@@ -258,23 +258,12 @@ async def run_workload(
     finished = time.perf_counter()
     window = _measured_window(run)
     result_samples = sorted(run.samples, key=lambda s: s.index)
-    summary = stats.summarize(
-        result_samples, window, slo_ttft_ms=spec.slo_ttft_ms, slo_tpot_ms=spec.slo_tpot_ms
-    )
-    series = stats.timeseries(result_samples, window)
+    summary, series, ladder = stats.run_figures(spec, result_samples, started_at, window)
     validity = stats.validity(
         result_samples,
         loop_lags=run.loop_lags,
         cpu_s=time.process_time() - cpu0,
         wall_s=finished - run.t0,
-    )
-    ladder = stats.stage_summaries(
-        result_samples,
-        [(st.concurrency, st.duration_s) for st in spec.stages],
-        started_at,
-        window,
-        slo_ttft_ms=spec.slo_ttft_ms,
-        slo_tpot_ms=spec.slo_tpot_ms,
     )
     if not spec.keep_itl_raw:
         for sample in result_samples:

@@ -71,10 +71,8 @@ def merge(spec: WorkloadSpec, parts: list[dict[str, Any]], cancelled: bool) -> R
     for index, sample in enumerate(samples):
         sample.index = index
     window = (min(p["window"][0] for p in parts), max(p["window"][1] for p in parts))
-    summary = stats.summarize(
-        samples, window, slo_ttft_ms=spec.slo_ttft_ms, slo_tpot_ms=spec.slo_tpot_ms
-    )
-    series = stats.timeseries(samples, window)
+    started_at = min(p["started_at"] for p in parts)
+    summary, series, ladder = stats.run_figures(spec, samples, started_at, window)
     busiest = max(parts, key=lambda p: p["validity"]["client_cpu_ratio"] or 0)
     validity = stats.validity(
         samples,
@@ -95,20 +93,12 @@ def merge(spec: WorkloadSpec, parts: list[dict[str, Any]], cancelled: bool) -> R
     )
     validity["valid"] = not validity["flags"]
     validity["processes"] = len(parts)
-    ladder = stats.stage_summaries(
-        samples,
-        [(st.concurrency, st.duration_s) for st in spec.stages],
-        min(p["started_at"] for p in parts),
-        window,
-        slo_ttft_ms=spec.slo_ttft_ms,
-        slo_tpot_ms=spec.slo_tpot_ms,
-    )
     if not spec.keep_itl_raw:
         for sample in samples:
             sample.itl_raw = None
     return RunResult(
         spec=spec.to_dict(),
-        started_at=min(p["started_at"] for p in parts),
+        started_at=started_at,
         finished_at=max(p["finished_at"] for p in parts),
         window=window,
         samples=samples,

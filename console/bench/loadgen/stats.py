@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from console.bench.loadgen.spec import WorkloadSpec
 from console.bench.loadgen.types import ItlStats, RequestSample
 
 PERCENTILES = (50, 90, 99)
@@ -176,6 +177,24 @@ def stage_summaries(
             )
         start = end
     return rows
+
+
+def run_figures(
+    spec: WorkloadSpec,
+    samples: Sequence[RequestSample],
+    started_at: float,
+    window: tuple[float, float],
+) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
+    """A run's summary, per-second series and stage ladder (empty without stages), under the
+    spec's SLOs; the same for one process's run and for shards merged. Reads `itl_raw`, so
+    call it before dropping the raw gaps."""
+    slo = {"slo_ttft_ms": spec.slo_ttft_ms, "slo_tpot_ms": spec.slo_tpot_ms}
+    ladder = [(st.concurrency, st.duration_s) for st in spec.stages]
+    return (
+        summarize(samples, window, **slo),
+        timeseries(samples, window),
+        stage_summaries(samples, ladder, started_at, window, **slo),
+    )
 
 
 def timeseries(
