@@ -1,6 +1,6 @@
 """Start the agent (``python -m gpu_agent``) as a subprocess for tests and wait for /health.
 
-``with running_agent_process(args, log_path) as agent: httpx.get(agent.url + "/health")``.
+``with start_agent_process(args, log_path) as agent: httpx.get(agent.url + "/health")``.
 The agent listens on a free 127.0.0.1 port (``--listen`` is added here); `args` are the rest
 of its command line, as an operator would write them. Its output goes to `log_path`, so a test
 that fails can show it (``agent.output()``).
@@ -14,7 +14,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self
@@ -82,6 +82,12 @@ class AgentProcess:
                 )
             time.sleep(0.05)
 
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
     def output(self) -> str:
         return self.log_path.read_text(errors="replace")
 
@@ -94,7 +100,7 @@ class AgentProcess:
         return result
 
     def kill(self) -> None:
-        """SIGKILL: the agent gets no chance to stop its engine or say goodbye."""
+        """SIGKILL: the agent gets no chance to shut down in order."""
         if self.process.poll() is None:
             self.process.kill()
             self.process.wait()
@@ -119,26 +125,7 @@ def start_agent_process(
     node_token: str | None = None,
     timeout_s: float = 20.0,
 ) -> AgentProcess:
-    """Start the agent and wait for its /health (see `AgentProcess.wait_ready`)."""
+    """Start the agent and wait for its /health (see `AgentProcess.wait_ready`). Used in a
+    ``with`` block, it is stopped on the way out; otherwise call `stop`."""
     agent = AgentProcess.spawn(args, log_path, port=port, env=env, node_token=node_token)
     return agent.wait_ready(timeout_s)
-
-
-@contextlib.contextmanager
-def running_agent_process(
-    args: Sequence[str],
-    log_path: Path,
-    *,
-    port: int | None = None,
-    env: Mapping[str, str] | None = None,
-    node_token: str | None = None,
-    timeout_s: float = 20.0,
-) -> Iterator[AgentProcess]:
-    """`start_agent_process` for the length of a ``with`` block; stopped on the way out."""
-    agent = start_agent_process(
-        args, log_path, port=port, env=env, node_token=node_token, timeout_s=timeout_s
-    )
-    try:
-        yield agent
-    finally:
-        agent.stop()

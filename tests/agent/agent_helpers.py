@@ -8,7 +8,6 @@ docs/protocol.md, so a test can script its replies and read every heartbeat it g
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import json
 import time
@@ -20,7 +19,7 @@ import httpx
 from aiohttp import web
 
 from gpu_agent.sim.testing import free_port
-from gpu_agent.testing import AgentProcess, running_agent_process, start_agent_process
+from gpu_agent.testing import AgentProcess, start_agent_process
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL = "demo"
@@ -74,14 +73,9 @@ def tier_config(admission: dict[str, Any] | None = None, **extra_queues: Any) ->
 
 
 def start_agent(args: list[str], log_path: Path, port: int | None = None) -> AgentProcess:
-    """The agent on `args`, up and answering /health; its status() presents NODE_TOKEN."""
+    """The agent on `args`, up and answering /health; its status() presents NODE_TOKEN.
+    ``with start_agent(...) as agent:`` stops it at the end of the block."""
     return start_agent_process(args, log_path, port=port, node_token=NODE_TOKEN)
-
-
-def running_agent(
-    args: list[str], log_path: Path, port: int | None = None
-) -> contextlib.AbstractContextManager[AgentProcess]:
-    return running_agent_process(args, log_path, port=port, node_token=NODE_TOKEN)
 
 
 def write_json(path: Path, data: Any) -> Path:

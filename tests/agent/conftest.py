@@ -14,8 +14,8 @@ from tests.agent.agent_helpers import (
     MODEL,
     FakeConsole,
     queue,
-    running_agent,
     standalone_args,
+    start_agent,
     tier_config,
     write_json,
 )
@@ -32,7 +32,7 @@ def sim_url() -> Iterator[str]:
 def agent(sim_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentProcess]:
     """A standalone agent with roomy tiers, shared by the read-only gateway tests."""
     tmp = tmp_path_factory.mktemp("agent")
-    with running_agent(standalone_args(tmp, sim_url, tier_config()), tmp / "agent.log") as proc:
+    with start_agent(standalone_args(tmp, sim_url, tier_config()), tmp / "agent.log") as proc:
         yield proc
 
 
@@ -48,7 +48,7 @@ def tight_agent(sim_url: str, tmp_path_factory: pytest.TempPathFactory) -> Itera
     keys = [{**KEYS[0], "tiers": ["online", "batch", "offline", "small"]}]
     args = standalone_args(tmp, sim_url, config)
     write_json(tmp / "keys.json", keys)
-    with running_agent(args, tmp / "agent.log") as proc:
+    with start_agent(args, tmp / "agent.log") as proc:
         yield proc
 
 

@@ -20,7 +20,6 @@ from gpu_agent.sim.testing import free_port
 from tests.agent.agent_helpers import (
     ALL_KEY,
     MODEL,
-    running_agent,
     standalone_args,
     start_agent,
     tier_config,
@@ -55,7 +54,7 @@ def test_an_engine_killed_mid_stream_ends_the_stream_with_an_error_event(tmp_pat
                 assert time.monotonic() < deadline, "simulator did not start"
                 time.sleep(0.05)
         args = standalone_args(tmp_path, engine_url, tier_config())
-        with running_agent(args, tmp_path / "agent.log") as agent:
+        with start_agent(args, tmp_path / "agent.log") as agent:
             body = {
                 "model": MODEL,
                 "messages": [{"role": "user", "content": "go"}],

@@ -13,8 +13,8 @@ from tests.agent.agent_helpers import (
     KEYS,
     MODEL,
     queue,
-    running_agent,
     standalone_args,
+    start_agent,
     tier_config,
     write_json,
 )
@@ -33,7 +33,7 @@ def post(url: str, key: str, tier: str | None = None) -> int:
 
 def test_sighup_reloads_the_files_and_refuses_a_bad_one(sim_url: str, tmp_path: Path) -> None:
     args = standalone_args(tmp_path, sim_url, tier_config())
-    with running_agent(args, tmp_path / "agent.log") as agent:
+    with start_agent(args, tmp_path / "agent.log") as agent:
         assert post(agent.url, ALL_KEY) == 200
         write_json(tmp_path / "tiers.json", tier_config(urgent=queue(0)))
         new_keys = [{"name": "new", "key": NEW_KEY, "tiers": ["urgent"], "default_tier": "urgent"}]

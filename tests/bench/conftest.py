@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from gpu_agent.sim.testing import run_sim_process
-from gpu_agent.testing import running_agent_process
+from gpu_agent.testing import start_agent_process
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL = "bench-demo"
@@ -43,7 +43,7 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
     tiers.write_text(json.dumps(TIER_CONFIG))
     with (
         run_sim_process(MODEL, ("--max-num-seqs", "64")) as sim_url,
-        running_agent_process(["--engine-url", sim_url, "--tier-config", str(tiers), "--keys", str(keys)],
+        start_agent_process(["--engine-url", sim_url, "--tier-config", str(tiers), "--keys", str(keys)],
                               tmp / "agent.log") as agent,
     ):
         yield Gateway(agent.url, GATEWAY_KEY, MODEL)

@@ -13,7 +13,7 @@ import pytest
 from console.fleet import services
 from console.fleet.models import Endpoint, Node, TelemetrySample
 from gpu_agent.sim.testing import run_sim_process
-from gpu_agent.testing import running_agent_process
+from gpu_agent.testing import start_agent_process
 from tests.fleet.fleet_helpers import SEED_TIERS
 from tests.waiting import wait_for
 
@@ -29,7 +29,7 @@ def test_a_real_agent_converges_and_serves_with_the_consoles_key(live_server: An
     args = ["--console", live_server.url, "--node-token", token, "--state-dir", str(tmp_path / "state")]
     with (
         run_sim_process("demo") as engine_url,
-        running_agent_process([*args, "--engine-url", engine_url], tmp_path / "agent.log") as agent,
+        start_agent_process([*args, "--engine-url", engine_url], tmp_path / "agent.log") as agent,
     ):
         def converged() -> bool:
             fresh = Node.objects.get(pk=node.pk)
