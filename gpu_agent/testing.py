@@ -8,12 +8,10 @@ that fails can show it (``agent.output()``).
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +19,7 @@ from typing import Any, Self
 
 import httpx
 
-from gpu_agent.sim.testing import free_port
+from gpu_agent.sim.testing import free_port, wait_healthy
 
 # Where `python -m gpu_agent` finds this very package, installed or not.
 ROOT = Path(__file__).resolve().parents[1]
@@ -66,21 +64,11 @@ class AgentProcess:
     def wait_ready(self, timeout_s: float = 20.0) -> Self:
         """Wait until /health answers 200. An agent that exits first, or is still silent after
         `timeout_s` (it is stopped then), raises RuntimeError with its output."""
-        deadline = time.monotonic() + timeout_s
-        while True:
-            if self.process.poll() is not None:
-                raise RuntimeError(
-                    f"agent {self.url} exited with {self.process.returncode}:\n{self.output()}"
-                )
-            with contextlib.suppress(httpx.TransportError):
-                if httpx.get(self.url + "/health", timeout=1).status_code == 200:
-                    return self
-            if time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(
-                    f"agent {self.url} did not answer /health in {timeout_s} s:\n{self.output()}"
-                )
-            time.sleep(0.05)
+        problem = wait_healthy(self.url, self.process, timeout_s, f"agent {self.url}")
+        if problem is not None:
+            self.stop()
+            raise RuntimeError(f"{problem}:\n{self.output()}")
+        return self
 
     def __enter__(self) -> Self:
         return self

@@ -1,4 +1,5 @@
-"""Start a simulator process for tests: ``with run_sim_process() as base_url: ...``."""
+"""Start a simulator process for tests: ``with run_sim_process() as base_url: ...``; and the
+free port and /health wait that gpu_agent.testing uses for agents too."""
 
 from __future__ import annotations
 
@@ -19,6 +20,23 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def wait_healthy(
+    base_url: str, process: subprocess.Popen[bytes], timeout_s: float, name: str
+) -> str | None:
+    """Poll ``base_url/health`` until it answers 200 (None), `process` exits or `timeout_s`
+    passes (what went wrong, e.g. "simulator exited with 2", for the caller to add output to)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if process.poll() is not None:
+            return f"{name} exited with {process.returncode}"
+        with contextlib.suppress(httpx.TransportError):
+            if httpx.get(base_url + "/health", timeout=1.0).status_code == 200:
+                return None
+        if time.monotonic() > deadline:
+            return f"{name} did not answer /health in {timeout_s} s"
+        time.sleep(0.05)
 
 
 @contextlib.contextmanager
@@ -63,18 +81,9 @@ def run_sim_process(
             return RuntimeError(f"{reason}: {output.read().decode(errors='replace')}")
 
         try:
-            deadline = time.monotonic() + startup_timeout_s
-            while True:
-                if process.poll() is not None:
-                    raise failure(f"simulator exited with {process.returncode}")
-                try:
-                    if httpx.get(base_url + "/health", timeout=1.0).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                if time.monotonic() > deadline:
-                    raise failure(f"simulator did not answer /health in {startup_timeout_s} s")
-                time.sleep(0.05)
+            problem = wait_healthy(base_url, process, startup_timeout_s, "simulator")
+            if problem is not None:
+                raise failure(problem)
             yield base_url
         finally:
             if process.poll() is None:
