@@ -133,7 +133,7 @@ async def test_a_hot_reconfigure_under_load_loses_no_request(
         await console.wait_beat(lambda b: b["applied"]["tier_config"] == 1)
         tiers = ["online", "batch", "offline"]
         load = [
-            asyncio.create_task(post(agent, tiers[i % 3], max_tokens=40, ignore_eos=True))
+            asyncio.create_task(post(agent, tiers[i % 3], max_tokens=160, ignore_eos=True))
             for i in range(30)
         ]
         await asyncio.sleep(0.1)
