@@ -3,7 +3,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from kombu import Connection
+from kombu import Connection, Queue
 
 from console.core.broker import Transport
 
@@ -25,10 +25,12 @@ def test_a_consumer_reading_while_producers_write_gets_every_message_whole(tmp_p
     received: list[int] = []
 
     def produce(offset: int) -> None:
+        # Publish only, as the web process does (a SimpleQueue would also start a consumer).
         with _conn(tmp_path) as conn:
-            q = conn.SimpleQueue("work")
+            producer = conn.Producer()
             for i in range(PER_PRODUCER):
-                q.put({"n": offset + i, "pad": "x" * 20000})
+                producer.publish({"n": offset + i, "pad": "x" * 20000}, routing_key="work",
+                                 declare=[Queue("work")], serializer="json")
 
     def consume() -> None:
         with _conn(tmp_path) as conn:
