@@ -151,3 +151,21 @@ def sign_in(page: Any, username: str, password: str = "tiergate-test-pw-1") -> N
     page.fill("input[name=password]", password)
     page.click("button[type=submit]")
     page.wait_for_url(lambda url: "/accounts/login/" not in url)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _end_stray_database_sessions(django_db_setup: Any, django_db_blocker: Any) -> Iterator[None]:
+    """At the end, end any PostgreSQL session still open on the test database (a connection
+    a live-server or Playwright thread opened and never closed), so that dropping it works."""
+    yield
+    from django.db import connection, connections
+
+    connections.close_all()
+    if connection.vendor != "postgresql":
+        return
+    with django_db_blocker.unblock(), connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+    connection.close()
