@@ -21,6 +21,7 @@ from typing import Any
 
 from console.bench.loadgen import WorkloadSpec
 from console.bench.loadgen.prompts import synthetic_prompt
+from scheduler import config_to_dict, default_config
 
 MODEL = "headline-llama-8b"
 TIER_PROFILES: dict[str, dict[str, Any]] = {
@@ -44,36 +45,9 @@ ENGINE_FLAGS = (
 SIM_FLAGS = ("--sim-preset", "llama-8b-h100-80g", "--sim-eos-mean-tokens", "1000000")
 HARDWARE = "simulated Llama-3-8B bf16 on one H100 SXM 80 GB (gpu_agent.sim llama-8b-h100-80g)"
 
-# Seed 000, 3.2, verbatim: the tier config arms (c) and (d) run.
-SEED_TIER_CONFIG: dict[str, Any] = {
-    "scheduler": {
-        "queues": {
-            "online": {
-                "max_batch_size": 8,
-                "max_waiting_time_ms": 10,
-                "max_tokens_per_batch": 4096,
-                "priority": 1,
-            },
-            "batch": {
-                "max_batch_size": 32,
-                "max_waiting_time_ms": 50,
-                "max_tokens_per_batch": 16384,
-                "priority": 2,
-            },
-            "offline": {
-                "max_batch_size": 64,
-                "max_waiting_time_ms": 200,
-                "max_tokens_per_batch": 32768,
-                "priority": 3,
-            },
-        },
-        "adaptive": {
-            "enabled": True,
-            "online_pressure_threshold": 10,
-            "wait_time_reduction_ratio": 0.5,
-        },
-    }
-}
+# Seed 000, 3.2, verbatim (scheduler.default_config is that JSON): the tier config arms (c)
+# and (d) run.
+SEED_TIER_CONFIG: dict[str, Any] = config_to_dict(default_config())
 TIER_PRIORITY = {t: SEED_TIER_CONFIG["scheduler"]["queues"][t]["priority"] for t in TIERS}
 
 
