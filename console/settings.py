@@ -9,6 +9,7 @@ See README.md for the table of variables.
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable
 from pathlib import Path
 
 import dj_database_url
@@ -27,7 +28,7 @@ def _load() -> dict[str, object]:
         raise ImproperlyConfigured(f"Tiergate configuration error: {exc}") from None
 
 
-def _generated_secret(path: Path, make: callable, production: bool, name: str) -> str:  # type: ignore[valid-type]
+def _generated_secret(path: Path, make: Callable[[], str], production: bool, name: str) -> str:
     if production:
         raise EnvError(f"{name}: required when TIERGATE_PRODUCTION is true (or set {name}_FILE)")
     if path.exists():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 from django.db import connection
@@ -20,7 +21,7 @@ class Check:
     latency_ms: float
 
 
-def _timed(name: str, func: callable) -> Check:  # type: ignore[valid-type]
+def _timed(name: str, func: Callable[[], str]) -> Check:
     started = time.perf_counter()
     try:
         detail = func()
