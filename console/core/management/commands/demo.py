@@ -100,9 +100,11 @@ class Command(BaseCommand):
         self.stderr.write(f"{spec.name} did not become ready at {spec.ready_url}")
 
     def _stop_all(self, procs: list[tuple[ProcessSpec, subprocess.Popen[bytes]]]) -> None:
+        # SIGTERM to each leader only: the worker then stops its own pool children and the
+        # agents their engines, cleanly. The whole group is killed only if that times out.
         for _spec, proc in reversed(procs):
             if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGTERM)
+                proc.terminate()
         deadline = time.monotonic() + 15
         for spec, proc in reversed(procs):
             try:
