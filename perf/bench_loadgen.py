@@ -2,17 +2,17 @@
 
     .venv/bin/python perf/bench_loadgen.py [clients] [fidelity] [throughput] [--quick]
 
-- clients:    client CPU per streamed token, aiohttp vs httpx, at two loads (the measurement
-              behind the choice of aiohttp).
-- fidelity:   the load generator's TTFT against the reference server's ground truth (time
-              from the request reaching the handler to the first content chunk written), at
-              32, 128 and 256 concurrent streams: error p50 / p99.
-- sim:        as fidelity, against the simulator's ground truth (gpu_agent.sim).
+- clients:    client CPU per streamed token, our wire client vs aiohttp vs httpx, at two
+              loads, same SSE decoding (the measurement behind the choice of client).
+- fidelity:   the load generator's TTFT against the simulator's ground truth
+              (`gpu_agent.sim serve --sim-wire-timestamps`: kernel receive time of the request
+              to the write of its first content chunk) at 32, 128 and 256 concurrent streams:
+              error p50 / p99, split into its receive and send sides.
 - throughput: the most streamed tokens per second one client core sustains with 256-token
               outputs = output tokens / client process CPU seconds (and per wall second).
 
-The server (console.bench.loadgen.refserver) runs as a separate process pinned to core 0;
-the client (this process) is pinned to core 1. Results print as JSON lines.
+Each server runs as a separate process pinned to core 0; the client (this process) is pinned
+to the other cores. Results print as JSON lines.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 PIN = hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) >= 2
-PROCESSES = 1  # client processes for fidelity and sim (--processes)
+PROCESSES = 1  # client processes for fidelity (--processes)
 
 
 def _pin(server_pid: int) -> None:
@@ -46,6 +46,7 @@ sys.path.insert(0, str(ROOT))
 from console.bench.loadgen import WorkloadSpec, run_workload  # noqa: E402
 from console.bench.loadgen.client import _StreamState  # noqa: E402
 from console.bench.loadgen.sse import SSEDecoder  # noqa: E402
+from console.bench.loadgen.wire import Pool  # noqa: E402
 
 
 class Server:
@@ -109,6 +110,19 @@ async def _httpx_stream(client: httpx.AsyncClient, url: str) -> int:
     return state.output_tokens or 0
 
 
+async def _wire_stream(pool: Any, url: str) -> int:
+    state, decoder = _StreamState(chat=True), SSEDecoder()
+
+    def sink(status: int, piece: bytes, stamp: float) -> bool:
+        for ev in decoder.feed(piece):
+            state.on_event(ev.data, ev.event, stamp)
+        return False
+
+    await pool.post(url, {"Content-Type": "application/json"}, BODY, sink)
+    assert state.done and state.error is None, state.error
+    return state.output_tokens or 0
+
+
 async def _aiohttp_stream(session: Any, url: str) -> int:
     state, decoder = _StreamState(chat=True), SSEDecoder()
     async with session.post(url, data=BODY, headers={"Content-Type": "application/json"}) as r:
@@ -130,7 +144,13 @@ async def _client_cost(kind: str, url: str, streams: int, rounds: int) -> dict[s
         return total
 
     cpu0, wall0 = time.process_time(), time.perf_counter()
-    if kind == "httpx":
+    if kind == "wire":
+        pool = Pool()
+        try:
+            tokens = await drive(lambda: _wire_stream(pool, url))
+        finally:
+            pool.close()
+    elif kind == "httpx":
         limits = httpx.Limits(max_connections=streams + 8, max_keepalive_connections=streams + 8)
         async with httpx.AsyncClient(limits=limits, timeout=120) as client:
             tokens = await drive(lambda: _httpx_stream(client, url))
@@ -156,7 +176,7 @@ def bench_clients(quick: bool) -> None:
     with Server("--ttft-ms", "20", "--itl-ms", "5") as server:
         url = f"{server.base}/v1/chat/completions"
         for streams in (16, 96):
-            for kind in ("aiohttp", "httpx"):
+            for kind in ("wire", "aiohttp", "httpx"):
                 emit(asyncio.run(_client_cost(kind, url, streams, 1 if quick else 2)))
 
 
@@ -175,69 +195,77 @@ def _ms(values: list[float], q: float) -> float:
 
 
 def bench_fidelity(quick: bool) -> None:
-    # A busy engine's pace: first token 50 ms (+ up to 40 ms) after arrival, then one every
-    # 40 ms. "lockstep" (no spread) keeps every stream's chunks in one burst per 40 ms: the
-    # worst case for a client. The first wave (every connection set up at once) is warmup.
-    for pacing, jitter in (("spread", "40"), ("lockstep", "0")):
-        _fidelity(pacing, jitter, quick)
-
-
-def _fidelity(pacing: str, jitter: str, quick: bool) -> None:
-    with Server("--ttft-ms", "50", "--itl-ms", "40", "--jitter-ms", jitter) as server:
-        for streams in (32, 128, 256):
-            server.reset()
+    """The load generator against the simulator's wire-level ground truth (`/sim/v1/requests`:
+    the request's kernel receive time and the write of its first content chunk)."""
+    for streams in (32, 128, 256):
+        with SimServer(streams) as sim:
             spec = WorkloadSpec(
-                base_url=f"{server.base}/v1",
-                model="m",
+                base_url=f"{sim.base}/v1",
+                model="bench",
                 concurrency=streams,
                 requests=streams * (1 if quick else 2),
-                warmup_s=0.5,
+                warmup_s=1.0,
                 max_tokens=32,
                 prompt_tokens=64,
                 processes=PROCESSES,
             )
+            since = time.time()
             result = _uvloop_run(run_workload(spec))
-            truth = server.truth()
-            measured = [s for s in result.samples if s.ok and not s.warmup and s.ttft]
-            # Receive side: when the client saw the first token vs when the server wrote it.
-            seen_late = [
-                s.send_time + s.ttft - truth[s.response_id]["first_chunk_unix"] for s in measured
-            ]
-            # Send side: the server's arrival time vs the client's recorded send time.
-            send_lag = [truth[s.response_id]["received_unix"] - s.send_time for s in measured]
-            # Whole TTFT: client's figure vs the server's own (arrival -> first chunk).
-            ttft_err = [s.ttft - truth[s.response_id]["server_ttft_s"] for s in measured]
-            v = result.validity
-            emit(
-                {
-                    "bench": "fidelity",
-                    "pacing": pacing,
-                    "streams": streams,
-                    "measured": len(measured),
-                    "failed": sum(not s.ok for s in result.samples),
-                    "first_token_seen_late_p50_ms": _ms(seen_late, 50),
-                    "first_token_seen_late_p99_ms": _ms(seen_late, 99),
-                    "send_to_arrival_p50_ms": _ms(send_lag, 50),
-                    "send_to_arrival_p99_ms": _ms(send_lag, 99),
-                    "ttft_error_p50_ms": _ms(ttft_err, 50),
-                    "ttft_error_p99_ms": _ms(ttft_err, 99),
-                    "client_cpu_ratio": round(v["client_cpu_ratio"], 3),
-                    "loop_lag_p99_ms": round((v["loop_lag_p99_s"] or 0) * 1e3, 3),
-                    "flags": v["flags"],
-                }
-            )
+            truth = sim.truth(since)
+        measured = [
+            s for s in result.samples if s.ok and not s.warmup and s.ttft and s.response_id in truth
+        ]
+        # Receive side: when the client says the first token came vs when the sim wrote it.
+        seen_late = [
+            s.send_time + s.ttft - truth[s.response_id]["first_token_sent_time"] for s in measured
+        ]
+        # Send side: when the request reached the sim's socket vs the client's send time.
+        send_lag = [truth[s.response_id]["received_time"] - s.send_time for s in measured]
+        # Whole TTFT: the client's figure vs the sim's own (received -> first chunk written).
+        ttft_err = [
+            s.ttft
+            - (truth[s.response_id]["first_token_sent_time"] - truth[s.response_id]["received_time"])
+            for s in measured
+        ]
+        # What a handler-start clock would call TTFT (the server's admission backlog removed).
+        engine_ttft = [
+            truth[s.response_id]["first_token_time"] - truth[s.response_id]["arrival_time"]
+            for s in measured
+        ]
+        v = result.validity
+        emit(
+            {
+                "bench": "fidelity",
+                "streams": streams,
+                "measured": len(measured),
+                "failed": sum(not s.ok for s in result.samples),
+                "ttft_p50_ms": _ms([s.ttft for s in measured], 50),
+                "engine_ttft_p50_ms": _ms(engine_ttft, 50),
+                "first_token_seen_late_p50_ms": _ms(seen_late, 50),
+                "first_token_seen_late_p99_ms": _ms(seen_late, 99),
+                "send_to_arrival_p50_ms": _ms(send_lag, 50),
+                "send_to_arrival_p99_ms": _ms(send_lag, 99),
+                "ttft_error_p50_ms": _ms(ttft_err, 50),
+                "ttft_error_p99_ms": _ms(ttft_err, 99),
+                "ttft_error_max_ms": _ms(ttft_err, 100),
+                "client_cpu_ratio": round(v["client_cpu_ratio"], 3),
+                "loop_lag_p99_ms": round((v["loop_lag_p99_s"] or 0) * 1e3, 3),
+                "receive_times": v.get("receive_times"),
+                "flags": v["flags"],
+            }
+        )
 
 
-def bench_sim(quick: bool) -> None:
-    """The same comparison against the simulator's own ground truth (`/sim/v1/requests`:
-    arrival and first-token delivery times per response id), as issue 7 part 7 asks."""
-    import socket
+class SimServer:
+    """`gpu_agent.sim serve bench --sim-wire-timestamps` on a free port, pinned to core 0."""
 
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    for streams in (32, 128, 256):
-        proc = subprocess.Popen(
+    def __init__(self, max_num_seqs: int) -> None:
+        import socket
+
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        self.proc = subprocess.Popen(
             [
                 sys.executable,
                 "-m",
@@ -247,68 +275,34 @@ def bench_sim(quick: bool) -> None:
                 "--port",
                 str(port),
                 "--max-num-seqs",
-                str(streams),
+                str(max_num_seqs),
+                "--sim-wire-timestamps",
             ],
             cwd=ROOT,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        try:
-            if PIN:
-                _pin(proc.pid)
-            base = f"http://127.0.0.1:{port}"
-            for _ in range(100):
-                try:
-                    urllib.request.urlopen(f"{base}/health").close()
-                    break
-                except OSError:
-                    time.sleep(0.1)
-            since = time.time()
-            spec = WorkloadSpec(
-                base_url=f"{base}/v1",
-                model="bench",
-                concurrency=streams,
-                requests=streams * (1 if quick else 2),
-                warmup_s=1.0,
-                max_tokens=32,
-                prompt_tokens=64,
-                processes=PROCESSES,
-            )
-            result = _uvloop_run(run_workload(spec))
-            with urllib.request.urlopen(f"{base}/sim/v1/requests?since={since}") as resp:
-                truth = {r["id"]: r for r in json.load(resp)["data"]}
-            measured = [
-                s
-                for s in result.samples
-                if s.ok and not s.warmup and s.ttft and s.response_id in truth
-            ]
-            seen_late = [
-                s.send_time + s.ttft - truth[s.response_id]["first_token_time"] for s in measured
-            ]
-            ttft_err = [
-                s.ttft
-                - (truth[s.response_id]["first_token_time"] - truth[s.response_id]["arrival_time"])
-                for s in measured
-            ]
-            v = result.validity
-            emit(
-                {
-                    "bench": "sim",
-                    "streams": streams,
-                    "measured": len(measured),
-                    "failed": sum(not s.ok for s in result.samples),
-                    "first_token_seen_late_p50_ms": _ms(seen_late, 50),
-                    "first_token_seen_late_p99_ms": _ms(seen_late, 99),
-                    "ttft_error_p50_ms": _ms(ttft_err, 50),
-                    "ttft_error_p99_ms": _ms(ttft_err, 99),
-                    "client_cpu_ratio": round(v["client_cpu_ratio"], 3),
-                    "loop_lag_p99_ms": round((v["loop_lag_p99_s"] or 0) * 1e3, 3),
-                    "flags": v["flags"],
-                }
-            )
-        finally:
-            proc.terminate()
-            proc.wait()
+        if PIN:
+            _pin(self.proc.pid)
+        self.base = f"http://127.0.0.1:{port}"
+        for _ in range(100):
+            try:
+                urllib.request.urlopen(f"{self.base}/health").close()
+                return
+            except OSError:
+                time.sleep(0.1)
+        raise RuntimeError("the simulator did not start")
+
+    def truth(self, since: float) -> dict[str, Any]:
+        with urllib.request.urlopen(f"{self.base}/sim/v1/requests?since={since}") as resp:
+            return {r["id"]: r for r in json.load(resp)["data"]}
+
+    def __enter__(self) -> SimServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.proc.terminate()
+        self.proc.wait()
 
 
 # --- throughput per client core ----------------------------------------------------------------
@@ -351,14 +345,14 @@ def main() -> None:
         "benches",
         nargs="*",
         default=["clients", "fidelity", "throughput"],
-        help="clients, fidelity, throughput, sim (needs gpu_agent.sim)",
+        help="clients, fidelity, throughput",
     )
     p.add_argument("--quick", action="store_true", help="fewer requests")
     p.add_argument(
         "--processes",
         type=int,
         default=1,
-        help="client processes for fidelity and sim (one per spare core)",
+        help="client processes for fidelity (one per spare core)",
     )
     args = p.parse_args()
     global PROCESSES
@@ -368,7 +362,6 @@ def main() -> None:
             "clients": bench_clients,
             "fidelity": bench_fidelity,
             "throughput": bench_throughput,
-            "sim": bench_sim,
         }[name](args.quick)
 
 

@@ -30,9 +30,13 @@ GET /sim/v1/gpu -> ``{"name": "simulated <preset>", "simulated": true, "util": 0
 
 GET /sim/v1/requests?since=<unix seconds> -> ``{"simulated": true, "data": [record, ...]}``
     with one record per request that arrived at or after ``since`` (the last 50,000 kept),
-    oldest first: ``{"id", "request_id", "arrival_time", "first_token_time", "finish_time",
-    "prompt_tokens", "output_tokens", "cached_prompt_tokens", "priority", "preemptions",
-    "finish_reason"}``. Times are server-side unix seconds (``time.time()``):
-    ``first_token_time`` is when the first token was handed to the response, the ground truth
-    against which a client's TTFT can be checked. Unfinished requests have nulls.
+    oldest first: ``{"id", "request_id", "arrival_time", "first_token_time", "received_time",
+    "first_token_sent_time", "finish_time", "prompt_tokens", "output_tokens",
+    "cached_prompt_tokens", "priority", "preemptions", "finish_reason"}``. Times are server-side
+    unix seconds (``time.time()``). ``arrival_time`` and ``first_token_time`` are the engine's
+    (request added, first token handed to the response). The ground truth against which a
+    client's TTFT is checked is the wire's: ``received_time``, when the request's last bytes
+    reached the server (the kernel's receive time when serving with ``--sim-wire-timestamps``,
+    else when its handler started), to ``first_token_sent_time``, when the first content chunk
+    was written to the socket (streamed requests only). Unfinished requests have nulls.
 """

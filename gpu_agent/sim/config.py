@@ -116,6 +116,7 @@ class SimConfig:
     time_scale: float = 1.0
     sim_seed: int = 0
     eos_mean_tokens: int = 256
+    wire_timestamps: bool = False
 
     @property
     def model_name(self) -> str:
@@ -180,6 +181,12 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=256,
         help="mean output length when ignore_eos is false",
+    )
+    serve.add_argument(
+        "--sim-wire-timestamps",
+        action="store_true",
+        help="record each request's kernel receive time for /sim/v1/requests (runs the "
+        "server on the stock asyncio loop)",
     )
     for flag, field in _HARDWARE_FLAGS.items():
         kind = int if field.type in ("int", int) else float
@@ -255,6 +262,7 @@ def parse_args(argv: list[str] | None = None) -> SimConfig:
         time_scale=args.sim_time_scale,
         sim_seed=args.seed if args.sim_seed is None else args.sim_seed,
         eos_mean_tokens=max(1, args.sim_eos_mean_tokens),
+        wire_timestamps=args.sim_wire_timestamps,
     )
     if config.num_gpu_blocks < 1:
         fail(

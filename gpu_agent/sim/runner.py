@@ -40,6 +40,11 @@ class Tracked:
     queue: asyncio.Queue[Delivery] = field(default_factory=asyncio.Queue)
     arrival_time: float = field(default_factory=time.time)
     first_token_time: float | None = None
+    # The wire-level ground truth a client is checked against: when the request's last bytes
+    # reached the server (the kernel's receive time with --sim-wire-timestamps, else when the
+    # handler started) and when the first content chunk was written to the socket.
+    received_time: float | None = None
+    first_token_sent_time: float | None = None
     last_token_time: float | None = None
     finish_time: float | None = None
     prompt_tokens: int = 0
@@ -55,6 +60,8 @@ class Tracked:
             "request_id": request.request_id,
             "arrival_time": self.arrival_time,
             "first_token_time": self.first_token_time,
+            "received_time": self.received_time,
+            "first_token_sent_time": self.first_token_sent_time,
             "finish_time": self.finish_time,
             "prompt_tokens": self.prompt_tokens,
             "output_tokens": self.output_tokens,

@@ -47,6 +47,7 @@ def create_app(config: SimConfig) -> Starlette:
         return JSONResponse(exc.body(), status_code=exc.status)
 
     async def completions(request: Request, chat: bool) -> ASGIApp:
+        started = time.time()
         try:
             body = await request.json()
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -64,6 +65,9 @@ def create_app(config: SimConfig) -> Starlette:
             ),
             response_id=f"{prefix}-{request_id}",
         )
+        received_at = getattr(request.app.state, "received_at", None)
+        received = received_at(request.scope.get("client")) if received_at else None
+        tracked.received_time = min(received or started, started)
         runner.submit(tracked)
         headers = {"x-request-id": request_id}
         if params.stream:
@@ -160,6 +164,8 @@ class EventStream:
                 if not token_ids and reason == "abort":
                     return
                 chunk = writer.token(output_text(token_ids, first), reason)
+                if first:
+                    tracked.first_token_sent_time = time.time()  # the write happens in send
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
                 first = False
                 if reason is not None:

@@ -1,24 +1,27 @@
-"""One OpenAI-compatible request over aiohttp, timed from send to [DONE].
+"""One OpenAI-compatible request, timed from send to [DONE] on kernel receive times.
 
-aiohttp, not httpx, because the client's own CPU cost per streamed token must stay small and
-flat as load grows (measured: docs/performance.md, "Load generator").
+The HTTP client is our own thin layer over httptools (wire.py) rather than aiohttp or httpx:
+chosen by measurement, for a per-token CPU cost that stays small as load grows and for
+receive times that do not include the client's own lag (docs/performance.md, "Load
+generator").
 """
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import time
 from typing import Any
 
-import aiohttp
-
 from console.bench.loadgen.prompts import PlannedRequest
 from console.bench.loadgen.sse import SSEDecoder
 from console.bench.loadgen.stats import itl_stats
 from console.bench.loadgen.types import RequestSample
+from console.bench.loadgen.wire import Pool, WireError
 
 ERROR_TEXT_LIMIT = 500
+MAX_OTHER_BODY = 16 * 1024 * 1024  # a non-streamed or error body larger than this is cut
 
 
 def endpoint_url(base_url: str, endpoint: str) -> str:
@@ -34,38 +37,6 @@ def request_headers(api_key: str | None) -> dict[str, str]:
     if api_key:
         headers["Authorization"] = f"Bearer {api_key}"
     return headers
-
-
-class _SendMark:
-    """Filled in by the trace hook when the request body has been written to the socket."""
-
-    __slots__ = ("sent",)
-
-    def __init__(self) -> None:
-        self.sent: float | None = None
-
-
-async def _on_body_sent(
-    session: aiohttp.ClientSession,
-    ctx: Any,
-    params: aiohttp.TraceRequestChunkSentParams,
-) -> None:
-    mark = ctx.trace_request_ctx
-    if isinstance(mark, _SendMark) and mark.sent is None:
-        mark.sent = time.perf_counter()
-
-
-def send_trace_config() -> aiohttp.TraceConfig:
-    """A trace hook that timestamps the moment each request's body is written.
-
-    TTFT starts there, not when the coroutine began: aiohttp writes the body in a task of its
-    own a loop iteration later, and when many requests start together (every stream of a
-    synchronised wave) building them takes the client milliseconds that are not the server's
-    latency. That wait is reported as dispatch lag instead, where the validity check sees it.
-    """
-    config = aiohttp.TraceConfig()
-    config.on_request_chunk_sent.append(_on_body_sent)
-    return config
 
 
 def _error_message(obj: Any) -> str:
@@ -129,7 +100,7 @@ class _StreamState:
 
 
 async def send_request(
-    session: aiohttp.ClientSession,
+    pool: Pool,
     url: str,
     headers: dict[str, str],
     planned: PlannedRequest,
@@ -137,44 +108,46 @@ async def send_request(
     tier_header: str,
     stream: bool,
     chat: bool,
+    timeout_s: float | None = None,
 ) -> RequestSample:
+    """One request. TTFT and every ITL gap are measured from when the request left (the send
+    returned) to when the kernel received each chunk (see wire.py), so the client's own lag in
+    reading does not count as latency. Time spent before the send (connecting, or the loop
+    being late for the schedule) is dispatch lag, where the validity check sees it."""
     if planned.tier is not None:
         headers = {**headers, tier_header: planned.tier}
     begun_unix, begun = time.time(), time.perf_counter()
     sample = RequestSample(index=planned.index, send_time=begun_unix, tier=planned.tier)
-    start = begun
     state = _StreamState(chat)
-    end = start
-    mark = _SendMark()
+    decoder = SSEDecoder()
+    feed, on_event = decoder.feed, state.on_event
+    other: list[bytes] = []  # the body of an error or a non-streamed response
+
+    def sink(status: int, piece: bytes, stamp: float) -> bool:
+        if status != 200 or not stream:
+            other.append(piece)
+            return sum(map(len, other)) > MAX_OTHER_BODY
+        for ev in feed(piece):
+            on_event(ev.data, ev.event, stamp)
+        return state.error is not None
+
+    start = end = begun
     try:
-        async with session.post(
-            url, data=planned.body, headers=headers, trace_request_ctx=mark
-        ) as resp:
-            if mark.sent is not None:
-                start = mark.sent
-            sample.status = resp.status
-            if resp.status != 200:
-                text = await resp.text(errors="replace")
-                sample.error = f"HTTP {resp.status}: {text[:ERROR_TEXT_LIMIT]}"
-            elif stream:
-                decoder = SSEDecoder()
-                feed, on_event, clock = decoder.feed, state.on_event, time.perf_counter
-                async for data in resp.content.iter_any():
-                    now = clock()
-                    for ev in feed(data):
-                        on_event(ev.data, ev.event, now)
-                    if state.error is not None:
-                        break
-                end = time.perf_counter()
-                if state.error is None and not state.done:
-                    state.error = "stream ended before [DONE]"
-            else:
-                _read_whole(state, await resp.read())
-                end = time.perf_counter()
+        async with asyncio.timeout(timeout_s):
+            sample.status, start, end = await pool.post(url, headers, planned.body, sink)
     except TimeoutError:
         sample.error = "timeout"
-    except aiohttp.ClientError as exc:
+    except WireError as exc:
         sample.error = f"{type(exc).__name__}: {exc}"[:ERROR_TEXT_LIMIT]
+    if sample.error is None:
+        raw = b"".join(other)
+        if sample.status != 200:
+            text = raw.decode("utf-8", errors="replace")
+            sample.error = f"HTTP {sample.status}: {text[:ERROR_TEXT_LIMIT]}"
+        elif not stream:
+            _read_whole(state, raw)
+        elif state.error is None and not state.done:
+            state.error = "stream ended before [DONE]"
     if sample.error is None:
         sample.error = state.error
     sample.send_time = begun_unix + (start - begun)

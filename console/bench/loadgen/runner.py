@@ -10,7 +10,6 @@ import time
 from collections import deque
 from collections.abc import Callable
 
-import aiohttp
 import numpy as np
 
 from console.bench.loadgen import stats
@@ -18,11 +17,11 @@ from console.bench.loadgen.client import (
     endpoint_url,
     request_headers,
     send_request,
-    send_trace_config,
 )
 from console.bench.loadgen.prompts import RequestFactory
 from console.bench.loadgen.spec import WorkloadSpec
 from console.bench.loadgen.types import Progress, RequestSample, RunResult
+from console.bench.loadgen.wire import Pool
 
 LOOP_TICK_S = 0.010
 PROGRESS_INTERVAL_S = 0.5
@@ -73,7 +72,7 @@ class _Run:
         self.recent_ttft: deque[float] = deque(maxlen=RECENT_TTFT)
         self.loop_lags: list[float] = []
         self.tasks: set[asyncio.Task[None]] = set()
-        self.session: aiohttp.ClientSession | None = None
+        self.pool = Pool()
         self.main_task: asyncio.Task[None] | None = None
 
     def unix(self, perf: float) -> float:
@@ -94,18 +93,18 @@ class _Run:
         return index, warm
 
     async def one(self, index: int, warm: bool, scheduled: float) -> None:
-        assert self.session is not None
         planned = self.factory.make(index)
         stage = self.stage
         lag = time.perf_counter() - scheduled
         sample = await send_request(
-            self.session,
+            self.pool,
             self.url,
             self.headers,
             planned,
             tier_header=self.spec.tier_header,
             stream=self.spec.stream,
             chat=self.spec.endpoint == "chat",
+            timeout_s=self.spec.timeout_s,
         )
         sample.stage, sample.warmup = stage, warm
         sample.scheduled_time = self.unix(scheduled)
@@ -225,31 +224,23 @@ async def run_workload(
         helpers.append(asyncio.create_task(run.cancel_watcher()))
     if on_progress is not None:
         helpers.append(asyncio.create_task(run.progress_reporter(on_progress)))
-    connector = aiohttp.TCPConnector(limit=spec.max_concurrency + 16, limit_per_host=0)
-    timeout = aiohttp.ClientTimeout(total=spec.timeout_s)
     try:
-        async with aiohttp.ClientSession(
-            connector=connector, timeout=timeout, trace_configs=[send_trace_config()]
-        ) as session:
-            run.session = session
-            main: asyncio.Task[None]
-            if spec.rate is not None:
-                main = asyncio.create_task(run.rate_dispatcher())
-            else:
-                slots = spec.max_concurrency
-                for slot in range(slots):
-                    task = asyncio.create_task(run.worker(slot))
-                    run.tasks.add(task)
-                    task.add_done_callback(run.tasks.discard)
-                main = asyncio.create_task(
-                    run.stage_controller() if spec.stages else asyncio.sleep(0)
-                )
-            run.main_task = main
-            await asyncio.gather(main, return_exceptions=True)
-            # Let requests in flight finish (the per-request timeout bounds this).
-            while run.tasks:
-                await asyncio.gather(*list(run.tasks), return_exceptions=True)
+        main: asyncio.Task[None]
+        if spec.rate is not None:
+            main = asyncio.create_task(run.rate_dispatcher())
+        else:
+            for slot in range(spec.max_concurrency):
+                task = asyncio.create_task(run.worker(slot))
+                run.tasks.add(task)
+                task.add_done_callback(run.tasks.discard)
+            main = asyncio.create_task(run.stage_controller() if spec.stages else asyncio.sleep(0))
+        run.main_task = main
+        await asyncio.gather(main, return_exceptions=True)
+        # Let requests in flight finish (the per-request timeout bounds this).
+        while run.tasks:
+            await asyncio.gather(*list(run.tasks), return_exceptions=True)
     finally:
+        run.pool.close()
         for task in helpers:
             task.cancel()
         for task in helpers:
@@ -265,6 +256,8 @@ async def run_workload(
         cpu_s=time.process_time() - cpu0,
         wall_s=finished - run.t0,
     )
+    # How chunk arrival was timed: the kernel's receive stamps, or the loop's read (no Linux).
+    validity["receive_times"] = "kernel" if run.pool.kernel_stamps else "read"
     if not spec.keep_itl_raw:
         for sample in result_samples:
             sample.itl_raw = None

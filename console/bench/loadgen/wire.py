@@ -1,0 +1,356 @@
+"""HTTP/1.1 exchanges whose every read carries the kernel's receive time.
+
+A client that timestamps a token when its event loop gets round to it reports its own lag as
+the server's latency: 256 streams stepping in lockstep deliver 256 chunks in one burst, and the
+last of them is handled milliseconds after it arrived (more when another process holds the
+core). Here each read is a ``recvmsg`` on a socket with ``SO_TIMESTAMPNS`` set, so the time a
+chunk is stamped with is when the kernel received it, however late the loop reads it. Where the
+option is missing (not Linux) the read time is used instead.
+
+Framing is httptools (llhttp); this module does the socket I/O, TLS through ``ssl.SSLObject``
+and a keep-alive pool. The caller gets status and body pieces through a sink, each piece with
+the receive time of the read that completed it, on the ``time.perf_counter`` clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import ssl
+import struct
+import time
+from collections.abc import Callable
+from urllib.parse import urlsplit
+
+import httptools
+
+READ_SIZE = 256 * 1024
+# Linux values (asm-generic); Python does not export them.
+SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
+SCM_TIMESTAMPNS = SO_TIMESTAMPNS
+_TIMESPEC = struct.Struct("@qq")
+ANC_SIZE = socket.CMSG_SPACE(_TIMESPEC.size)
+
+# (status, body piece, receive time) -> True to stop reading this response
+Sink = Callable[[int, bytes, float], bool]
+
+
+class WireError(Exception):
+    """A failed exchange; the message is what the sample records."""
+
+
+class ConnectError(WireError):
+    pass
+
+
+def request_head(method: str, target: str, host: str, headers: dict[str, str], length: int) -> bytes:
+    lines = [f"{method} {target} HTTP/1.1", f"Host: {host}", f"Content-Length: {length}"]
+    for name, value in headers.items():
+        if "\r" in value or "\n" in value or "\r" in name or "\n" in name:
+            raise ValueError(f"header {name!r} contains a line break")
+        lines.append(f"{name}: {value}")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+
+_Tls = tuple[ssl.SSLObject, ssl.MemoryBIO, ssl.MemoryBIO]
+
+
+class Connection:
+    """One socket; at most one exchange at a time. Reads run in a reader callback, so the
+    parser and the sink see each read as it happens, stamped with its arrival time."""
+
+    def __init__(self, sock: socket.socket, tls: _Tls | None) -> None:
+        self.sock = sock
+        self.tls, self.incoming, self.outgoing = tls or (None, None, None)
+        self.loop = asyncio.get_running_loop()
+        self.closed = False
+        self.reused = False
+        self._parser: httptools.HttpResponseParser | None = None
+        self._sink: Sink | None = None
+        self._done: asyncio.Future[None] | None = None
+        self._stamp = 0.0
+        self._rest: asyncio.Task[None] | None = None
+        self._got_bytes = False
+        self._complete = False
+        self.status = 0
+        self.keep_alive = False
+        self.loop.add_reader(sock.fileno(), self._readable)
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def _readable(self) -> None:
+        try:
+            data, anc, _flags, _addr = self.sock.recvmsg(READ_SIZE, ANC_SIZE)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            stale = self.reused and not self._got_bytes
+            self._fail(_StaleConnection() if stale else WireError(f"read failed: {exc}"))
+            return
+        now = time.perf_counter()
+        stamp = now
+        for level, kind, raw in anc:
+            if level == socket.SOL_SOCKET and kind == SCM_TIMESTAMPNS:
+                sec, nsec = _TIMESPEC.unpack_from(raw)
+                # Kernel time is CLOCK_REALTIME; move it onto perf_counter at this instant.
+                stamp = min(now, sec + nsec * 1e-9 - (time.time() - now))
+        if not data:
+            self._eof()
+            return
+        if self.tls is not None:
+            data = self._decrypt(data)
+            if data is None:
+                return
+        self._stamp = stamp
+        if self._parser is None:
+            # Bytes while idle: the server is not keeping to HTTP; do not reuse this socket.
+            self.close()
+            return
+        self._got_bytes = True
+        try:
+            self._parser.feed_data(data)
+        except httptools.HttpParserError as exc:
+            self._fail(WireError(f"invalid HTTP response: {exc}"))
+
+    def _decrypt(self, data: bytes) -> bytes | None:
+        assert self.tls is not None and self.incoming is not None
+        self.incoming.write(data)
+        pieces = []
+        while True:
+            try:
+                pieces.append(self.tls.read(READ_SIZE))
+            except ssl.SSLWantReadError:
+                break
+            except ssl.SSLZeroReturnError:
+                self._eof()
+                return None
+            except ssl.SSLError as exc:
+                self._fail(WireError(f"TLS error: {exc}"))
+                return None
+        return b"".join(pieces) or None
+
+    def _eof(self) -> None:
+        if self._done is None or self._done.done():
+            self.close()
+            return
+        if not self._got_bytes and self.reused:
+            self._fail(_StaleConnection())
+        elif self._parser is not None and self.status and not self._complete:
+            # A body delimited by the close: what came is the body; the caller judges it.
+            self._complete = True
+            self.keep_alive = False
+            self._finish()
+        else:
+            self._fail(WireError("server closed the connection before responding"))
+
+    # httptools callbacks
+    def on_status(self, status: bytes) -> None:
+        assert self._parser is not None
+        self.status = self._parser.get_status_code()
+
+    def on_headers_complete(self) -> None:
+        assert self._parser is not None
+        self.status = self._parser.get_status_code()
+        self.keep_alive = self._parser.should_keep_alive()
+
+    def on_body(self, body: bytes) -> None:
+        assert self._sink is not None
+        if self._sink(self.status, body, self._stamp):
+            self.keep_alive = False
+            self._finish()
+
+    def on_message_complete(self) -> None:
+        self._complete = True
+        self._finish()
+
+    def _finish(self) -> None:
+        if self._done is not None and not self._done.done():
+            self._done.set_result(None)
+        self._parser = None
+
+    def _fail(self, exc: Exception) -> None:
+        done = self._done
+        self.close()
+        if done is not None and not done.done():
+            done.set_exception(exc)
+
+    # -- one exchange ---------------------------------------------------------------------------
+
+    async def exchange(self, data: bytes, sink: Sink) -> tuple[float, float]:
+        """Send the request, feed the response to ``sink``; returns (sent, last read) times."""
+        self._parser = httptools.HttpResponseParser(self)
+        self._sink, self._done = sink, self.loop.create_future()
+        self._got_bytes = self._complete = False
+        self.status = 0
+        if self.tls is not None:
+            self.tls.write(data)
+            data = self.outgoing.read() if self.outgoing is not None else b""
+        try:
+            sent = self._send(data)
+        except OSError as exc:
+            self.close()
+            if self.reused:
+                raise _StaleConnection() from exc
+            raise WireError(f"write failed: {exc}") from exc
+        await self._done
+        return sent, self._stamp
+
+    def _send(self, data: bytes) -> float:
+        # Stamped just before the syscall, not after: the send wakes the server, which on a
+        # busy machine may run before this process does again.
+        sent = time.perf_counter()
+        try:
+            n = self.sock.send(data)
+        except (BlockingIOError, InterruptedError):
+            n = 0
+        if n < len(data):  # a full socket buffer: finish in the background, then stamp
+            self._rest = self.loop.create_task(self._send_rest(data[n:]))
+        return sent
+
+    async def _send_rest(self, data: bytes) -> None:
+        try:
+            await self.loop.sock_sendall(self.sock, data)
+        except OSError as exc:
+            self._fail(WireError(f"write failed: {exc}"))
+
+    @property
+    def reusable(self) -> bool:
+        return not self.closed and self._complete and self.keep_alive
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self._parser = None
+        self.loop.remove_reader(self.sock.fileno())
+        self.sock.close()
+
+
+class _StaleConnection(WireError):
+    """A kept-alive socket the server had closed: retried once on a new one."""
+
+    def __init__(self) -> None:
+        super().__init__("server closed a kept-alive connection")
+
+
+class Pool:
+    """Keep-alive connections per (scheme, host, port); no limit (the runner bounds requests)."""
+
+    def __init__(self, ssl_context: ssl.SSLContext | None = None) -> None:
+        self._idle: dict[tuple[str, str, int], list[Connection]] = {}
+        self._all: set[Connection] = set()
+        self._ssl_context = ssl_context
+        self.kernel_stamps = True  # False once a socket refused SO_TIMESTAMPNS
+
+    async def post(
+        self, url: str, headers: dict[str, str], body: bytes, sink: Sink
+    ) -> tuple[int, float, float]:
+        """POST and stream the response into ``sink``: (status, sent, last read) times.
+
+        A kept-alive connection the server has closed meanwhile is retried once on a new one
+        (only when no byte of the response came). Raises WireError."""
+        parts = urlsplit(url)
+        scheme, host = parts.scheme, parts.hostname or ""
+        port = parts.port or (443 if scheme == "https" else 80)
+        target = parts.path + (f"?{parts.query}" if parts.query else "")
+        netloc = host if parts.port is None else f"{host}:{port}"
+        data = request_head("POST", target or "/", netloc, headers, len(body)) + body
+        key = (scheme, host, port)
+        for _attempt in range(2):
+            conn = self._take_idle(key) or await self._connect(scheme, host, port)
+            try:
+                sent, last = await conn.exchange(data, sink)
+            except _StaleConnection:
+                self._all.discard(conn)
+                continue
+            except BaseException:  # timeout, cancel: the response is unfinished
+                conn.close()
+                self._all.discard(conn)
+                raise
+            if conn.reusable:
+                conn.reused = True
+                conn._sink = None
+                self._idle.setdefault(key, []).append(conn)
+            else:
+                conn.close()
+                self._all.discard(conn)
+            return conn.status, sent, last
+        raise WireError("server closed the connection before responding")
+
+    def _take_idle(self, key: tuple[str, str, int]) -> Connection | None:
+        idle = self._idle.get(key)
+        while idle:
+            conn = idle.pop()
+            if not conn.closed:
+                return conn
+            self._all.discard(conn)
+        return None
+
+    async def _connect(self, scheme: str, host: str, port: int) -> Connection:
+        if scheme not in ("http", "https"):
+            raise ConnectError(f"unsupported URL scheme {scheme!r}")
+        loop = asyncio.get_running_loop()
+        try:
+            infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        except OSError as exc:
+            raise ConnectError(f"Cannot connect to {host}:{port}: {exc}") from exc
+        last: OSError | None = None
+        for family, kind, proto, _name, addr in infos:
+            sock = socket.socket(family, kind, proto)
+            sock.setblocking(False)
+            try:
+                await loop.sock_connect(sock, addr)
+            except OSError as exc:
+                sock.close()
+                last = exc
+                continue
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self.kernel_stamps = _enable_stamps(sock) and self.kernel_stamps
+            tls = await _handshake(sock, host, self._ssl_context) if scheme == "https" else None
+            conn = Connection(sock, tls)
+            self._all.add(conn)
+            return conn
+        raise ConnectError(f"Cannot connect to {host}:{port}: {last}")
+
+    def close(self) -> None:
+        for conn in self._all:
+            conn.close()
+        self._all.clear()
+        self._idle.clear()
+
+
+def _enable_stamps(sock: socket.socket) -> bool:
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+    except OSError:
+        return False
+    return True
+
+
+async def _handshake(sock: socket.socket, host: str, context: ssl.SSLContext | None) -> _Tls:
+    loop = asyncio.get_running_loop()
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    tls = (context or ssl.create_default_context()).wrap_bio(
+        incoming, outgoing, server_hostname=host
+    )
+    try:
+        while True:
+            try:
+                tls.do_handshake()
+                break
+            except ssl.SSLWantReadError:
+                pass  # send what it has written, then read the server's answer
+            out = outgoing.read()
+            if out:
+                await loop.sock_sendall(sock, out)
+            data = await loop.sock_recv(sock, READ_SIZE)
+            if not data:
+                raise ConnectError(f"TLS handshake with {host}: connection closed")
+            incoming.write(data)
+        out = outgoing.read()
+        if out:
+            await loop.sock_sendall(sock, out)
+    except (ssl.SSLError, OSError) as exc:
+        sock.close()
+        raise ConnectError(f"TLS handshake with {host} failed: {exc}") from exc
+    return tls, incoming, outgoing
