@@ -44,10 +44,11 @@ class ConnectError(WireError):
 
 
 def request_head(method: str, target: str, host: str, headers: dict[str, str], length: int) -> bytes:
+    """The request line and headers; a value with a line break (header injection) is refused."""
     lines = [f"{method} {target} HTTP/1.1", f"Host: {host}", f"Content-Length: {length}"]
     for name, value in headers.items():
         if "\r" in value or "\n" in value or "\r" in name or "\n" in name:
-            raise ValueError(f"header {name!r} contains a line break")
+            raise WireError(f"header {name!r} contains a line break")
         lines.append(f"{name}: {value}")
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
@@ -97,11 +98,14 @@ class Connection:
         if not data:
             self._eof()
             return
+        self._stamp = stamp
         if self.tls is not None:
             data = self._decrypt(data)
             if data is None:
                 return
-        self._stamp = stamp
+        self._feed(data)
+
+    def _feed(self, data: bytes) -> None:
         if self._parser is None:
             # Bytes while idle: the server is not keeping to HTTP; do not reuse this socket.
             self.close()
@@ -118,15 +122,20 @@ class Connection:
         pieces = []
         while True:
             try:
-                pieces.append(self.tls.read(READ_SIZE))
+                piece = self.tls.read(READ_SIZE)
             except ssl.SSLWantReadError:
                 break
             except ssl.SSLZeroReturnError:
-                self._eof()
-                return None
+                piece = b""
             except ssl.SSLError as exc:
                 self._fail(WireError(f"TLS error: {exc}"))
                 return None
+            if not piece:  # the server's close_notify
+                if pieces:
+                    self._feed(b"".join(pieces))
+                self._eof()
+                return None
+            pieces.append(piece)
         return b"".join(pieces) or None
 
     def _eof(self) -> None:

@@ -1,0 +1,256 @@
+"""The load generator's HTTP layer: kernel receive times, keep-alive, TLS, broken servers."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import ipaddress
+import json
+import socket
+import ssl
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+from console.bench.loadgen.client import send_request
+from console.bench.loadgen.prompts import PlannedRequest
+from console.bench.loadgen.wire import Pool
+from tests.loadgen.test_streams import chunk
+
+HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
+TAIL = chunk(usage={"prompt_tokens": 3, "completion_tokens": 2}) + b"data: [DONE]\n\n"
+
+
+def planned(tier: str | None = None) -> PlannedRequest:
+    body = json.dumps({"model": "m", "prompt": "x", "stream": True}).encode()
+    return PlannedRequest(index=0, tier=tier, body=body, max_tokens=2)
+
+
+def read_request(conn: socket.socket) -> bytes:
+    data = b""
+    while b"\r\n\r\n" not in data:
+        piece = conn.recv(65536)
+        if not piece:
+            return data
+        data += piece
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value)
+    while len(body) < length:
+        body += conn.recv(65536)
+    return data
+
+
+@pytest.fixture
+def thread_server() -> Iterator[Callable[[Callable[[socket.socket], None]], str]]:
+    """A blocking server in its own thread: it keeps its own time while the test's event loop
+    is stalled. `start(handle)` runs `handle(conn)` for each connection; returns a base URL."""
+    listeners: list[socket.socket] = []
+
+    def start(handle: Callable[[socket.socket], None]) -> str:
+        listener = socket.create_server(("127.0.0.1", 0))
+        listeners.append(listener)
+
+        def serve() -> None:
+            while True:
+                try:
+                    conn, _ = listener.accept()
+                except OSError:
+                    return
+                with conn:
+                    handle(conn)
+
+        threading.Thread(target=serve, daemon=True).start()
+        return f"http://127.0.0.1:{listener.getsockname()[1]}/v1"
+
+    yield start
+    for listener in listeners:
+        listener.close()
+
+
+async def test_a_stalled_loop_does_not_delay_the_first_token(thread_server) -> None:
+    """The server sends the first token 50 ms in, while the client's loop is blocked from 10 to
+    310 ms: the TTFT recorded is the token's arrival (~50 ms), not when the loop read it."""
+
+    def handle(conn: socket.socket) -> None:
+        read_request(conn)
+        conn.sendall(HEAD + chunk(""))  # vLLM's role chunk: no content
+        time.sleep(0.05)
+        conn.sendall(chunk("first"))
+        time.sleep(0.45)  # after the stall
+        conn.sendall(chunk("second") + TAIL)
+
+    url = thread_server(handle) + "/completions"
+    loop = asyncio.get_running_loop()
+    pool = Pool()
+    loop.call_later(0.01, time.sleep, 0.3)
+    before = time.perf_counter()
+    sample = await send_request(
+        pool, url, {}, planned(), tier_header="X-Tier", stream=True, chat=True
+    )
+    pool.close()
+    assert sample.error is None, sample.error
+    assert pool.kernel_stamps
+    assert sample.ttft is not None and 0.045 < sample.ttft < 0.15, sample.ttft
+    assert time.perf_counter() - before > 0.45
+    assert sample.itl is not None and sample.itl.count == 1
+    assert (
+        sample.itl.max is not None and 0.4 < sample.itl.max < 0.5
+    )  # the second token's own arrival, 450 ms later
+    assert sample.output_tokens == 2
+
+
+async def test_a_kept_alive_connection_the_server_dropped_is_retried(thread_server) -> None:
+    seen: list[int] = []
+
+    def handle(conn: socket.socket) -> None:
+        # Answers the first request of each connection and drops the connection on the next.
+        for n in range(2):
+            if not read_request(conn):
+                return
+            seen.append(n)
+            if n == 1:
+                return
+            body = b'{"id": "cmpl-1", "usage": {"prompt_tokens": 3, "completion_tokens": 4}}'
+            conn.sendall(
+                b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                + f"Content-Length: {len(body)}\r\n\r\n".encode()
+                + body
+            )
+
+    url = thread_server(handle) + "/completions"
+    pool = Pool()
+    try:
+        for _ in range(2):
+            sample = await send_request(
+                pool, url, {}, planned(), tier_header="X-Tier", stream=False, chat=False
+            )
+            assert sample.error is None, sample.error
+            assert sample.output_tokens == 4
+    finally:
+        pool.close()
+    # The second request went out on the kept-alive socket, was dropped, and was sent again.
+    assert seen == [0, 1, 0]
+
+
+async def test_a_header_with_a_line_break_is_refused_not_sent(thread_server) -> None:
+    got: list[bytes] = []
+    url = thread_server(lambda conn: got.append(read_request(conn))) + "/completions"
+    pool = Pool()
+    sample = await send_request(
+        pool, url, {}, planned("online\r\nX-Evil: 1"), tier_header="X-Tier", stream=True, chat=True
+    )
+    pool.close()
+    assert sample.error == "WireError: header 'X-Tier' contains a line break"
+    assert got == []
+
+
+async def test_an_invalid_http_response_is_an_error(thread_server) -> None:
+    def handle(conn: socket.socket) -> None:
+        read_request(conn)
+        conn.sendall(b"SMTP ready\r\n\r\n")
+
+    url = thread_server(handle) + "/completions"
+    pool = Pool()
+    sample = await send_request(
+        pool, url, {}, planned(), tier_header="X-Tier", stream=True, chat=True
+    )
+    pool.close()
+    assert sample.error is not None and sample.error.startswith("WireError: invalid HTTP response")
+
+
+async def test_a_timeout_is_recorded_and_the_socket_dropped(thread_server) -> None:
+    def handle(conn: socket.socket) -> None:
+        read_request(conn)
+        conn.sendall(HEAD)
+        time.sleep(1.0)
+
+    url = thread_server(handle) + "/completions"
+    pool = Pool()
+    sample = await send_request(
+        pool, url, {}, planned(), tier_header="X-Tier", stream=True, chat=True, timeout_s=0.2
+    )
+    assert sample.error == "timeout"
+    assert not pool._all  # the unfinished connection was closed, not pooled
+    pool.close()
+
+
+# --- TLS ---------------------------------------------------------------------------------------
+
+
+def self_signed(tmp: Path) -> tuple[Path, Path]:
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = tmp / "cert.pem", tmp / "key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return cert_path, key_path
+
+
+async def test_https_endpoints_stream_over_tls(tmp_path: Path) -> None:
+    cert, key = self_signed(tmp_path)
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_ctx.load_cert_chain(cert, key)
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(HEAD + chunk("a"))
+        await writer.drain()
+        await asyncio.sleep(0.02)
+        writer.write(chunk("b") + TAIL)
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0, ssl=server_ctx)
+    port = server.sockets[0].getsockname()[1]
+    url = f"https://127.0.0.1:{port}/v1/completions"
+    try:
+        trusted = Pool(ssl.create_default_context(cafile=str(cert)))
+        sample = await send_request(
+            trusted, url, {}, planned(), tier_header="X-Tier", stream=True, chat=True
+        )
+        trusted.close()
+        assert sample.error is None, sample.error
+        assert sample.content_chunks == 2 and sample.output_tokens == 2
+        assert sample.itl is not None and sample.itl.max is not None and sample.itl.max > 0.015
+
+        untrusted = Pool()  # the system's CAs: a self-signed certificate is refused
+        sample = await send_request(
+            untrusted, url, {}, planned(), tier_header="X-Tier", stream=True, chat=True
+        )
+        untrusted.close()
+        assert sample.error is not None and "certificate verify failed" in sample.error
+    finally:
+        server.close()
+        await server.wait_closed()
