@@ -39,6 +39,9 @@ def test_a_worker_runs_a_benchmark_created_through_the_api(
     client.force_login(operator)
     page = client.get(f"/benchmarks/{pk}/")
     assert b'id="chart-cdf"' in page.content and b'id="run-figures"' in page.content
+    # Through the gateway to the simulator, token times came from the kernel's receive stamps.
+    assert run.validity["receive_times"] == "kernel"
+    assert b"the kernel's receive times" in page.content
 
 
 def test_cancel_stops_a_running_benchmark_and_keeps_what_completed(

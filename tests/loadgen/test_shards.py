@@ -59,6 +59,7 @@ async def test_a_split_run_merges_into_one_result(refserver: Any) -> None:
     assert result.summary["overall"]["count"] == 12
     assert result.summary["overall"]["itl_s"]["count"] == 12 * 15
     assert result.validity["processes"] == 2
+    assert result.validity["receive_times"] == "kernel"
     assert progress[-1].percent == 100.0
 
 

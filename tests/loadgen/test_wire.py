@@ -47,8 +47,11 @@ def read_request(conn: socket.socket) -> bytes:
         if name.strip().lower() == b"content-length":
             length = int(value)
     while len(body) < length:
-        body += conn.recv(65536)
-    return data
+        piece = conn.recv(1 << 20)
+        if not piece:
+            break
+        body += piece
+    return head + b"\r\n\r\n" + body
 
 
 @pytest.fixture
@@ -254,3 +257,28 @@ async def test_https_endpoints_stream_over_tls(tmp_path: Path) -> None:
     finally:
         server.close()
         await server.wait_closed()
+
+
+async def test_a_request_larger_than_the_socket_buffer_goes_out_whole(thread_server) -> None:
+    sizes: list[int] = []
+
+    def handle(conn: socket.socket) -> None:
+        time.sleep(0.1)  # let the client's socket buffer fill first
+        sizes.append(len(read_request(conn)))
+        conn.sendall(HEAD + chunk("a") + TAIL)
+
+    url = thread_server(handle) + "/completions"
+    body = json.dumps({"model": "m", "prompt": "x" * (32 << 20), "stream": True}).encode()
+    pool = Pool()
+    sample = await send_request(
+        pool,
+        url,
+        {},
+        PlannedRequest(index=0, tier=None, body=body, max_tokens=2),
+        tier_header="X-Tier",
+        stream=True,
+        chat=True,
+    )
+    pool.close()
+    assert sample.error is None, sample.error
+    assert sizes and sizes[0] > len(body)  # head + the whole body arrived

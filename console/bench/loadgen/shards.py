@@ -93,6 +93,8 @@ def merge(spec: WorkloadSpec, parts: list[dict[str, Any]], cancelled: bool) -> R
     )
     validity["valid"] = not validity["flags"]
     validity["processes"] = len(parts)
+    kinds = {p["validity"].get("receive_times") for p in parts}
+    validity["receive_times"] = "kernel" if kinds == {"kernel"} else "read"
     if not spec.keep_itl_raw:
         for sample in samples:
             sample.itl_raw = None

@@ -212,7 +212,7 @@ class Connection:
             n = self.sock.send(data)
         except (BlockingIOError, InterruptedError):
             n = 0
-        if n < len(data):  # a full socket buffer: finish in the background, then stamp
+        if n < len(data):  # a full socket buffer (a huge prompt): the rest goes out as it drains
             self._rest = self.loop.create_task(self._send_rest(data[n:]))
         return sent
 
@@ -231,6 +231,8 @@ class Connection:
             return
         self.closed = True
         self._parser = None
+        if self._rest is not None:
+            self._rest.cancel()
         self.loop.remove_reader(self.sock.fileno())
         self.sock.close()
 
