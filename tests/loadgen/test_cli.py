@@ -47,6 +47,7 @@ def test_it_prints_a_table_and_writes_json(refserver: Any, tmp_path: Path) -> No
     assert proc.returncode == 0, proc.stderr
     assert "TTFT p50/p90/p99 ms" in proc.stdout
     assert "overall" in proc.stdout
+    assert "token times from the kernel's receive stamps" in proc.stdout
     data = json.loads(out.read_text())
     text = json.dumps(data).lower()
     for key in ("ttft", "tpot", "itl", "p99", "throughput"):

@@ -154,7 +154,8 @@ def format_summary(result: RunResult) -> str:
     lines.append(
         f"client: cpu {'-' if cpu is None else f'{cpu:.0%}'} of a core, dispatch lag p99 "
         f"{_ms(v['dispatch_lag_p99_s'])} ms, loop lag p99 {_ms(v['loop_lag_p99_s'])} ms, "
-        f"usage missing {v['usage_missing']}"
+        f"usage missing {v['usage_missing']}, token times from "
+        + ("the kernel's receive stamps" if v.get("receive_times") == "kernel" else "reads")
     )
     for flag in v["flags"]:
         lines.append(f"WARNING (validity): {flag}")
