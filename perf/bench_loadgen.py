@@ -50,6 +50,7 @@ from console.bench.loadgen.wire import Pool  # noqa: E402
 
 
 class Server:
+    """The reference streaming server (console.bench.loadgen.refserver), pinned to core 0."""
     def __init__(self, *args: str) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "console.bench.loadgen.refserver", "--port", "0", *args],
@@ -62,15 +63,6 @@ class Server:
         if PIN:  # server on core 0, the client (this process, its shards) on the others
             _pin(self.proc.pid)
         self.base = f"http://127.0.0.1:{self.port}"
-
-    def truth(self) -> dict[str, Any]:
-        with urllib.request.urlopen(f"{self.base}/ground-truth") as resp:
-            data: dict[str, Any] = json.load(resp)
-        return data
-
-    def reset(self) -> None:
-        req = urllib.request.Request(f"{self.base}/ground-truth/reset", method="POST")
-        urllib.request.urlopen(req).close()
 
     def __enter__(self) -> Server:
         return self
