@@ -8,7 +8,7 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.cache import never_cache
@@ -98,6 +98,27 @@ def node_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "endpoints": node.endpoints.all(), "keys": GatewayKey.objects.for_node(node),
         "is_admin": has_role(request.user, ADMIN),
     })
+
+
+@require_GET
+@login_required
+@never_cache
+def node_status(request: HttpRequest, pk: int) -> HttpResponse:
+    """The node page's status card alone, for its 2-second refresh (live.js)."""
+    require_role(request, VIEWER)
+    node = get_object_or_404(
+        Node.objects.select_related("desired_tier_config", "applied_tier_config", "desired_launch_profile",
+                                    "applied_launch_profile"), pk=pk)
+    return render(request, "fleet/_node_status.html", {"node": node, "status": node.status()})
+
+
+@require_GET
+@login_required
+@never_cache
+def node_figure(request: HttpRequest, pk: int) -> JsonResponse:
+    """The node page's last-hour chart as Plotly JSON, for its periodic redraw."""
+    require_role(request, VIEWER)
+    return JsonResponse(charts.node_figure_dict(get_object_or_404(Node, pk=pk)))
 
 
 @require_POST

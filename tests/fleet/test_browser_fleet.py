@@ -36,5 +36,10 @@ def test_live_fleet_table_and_node_chart(transactional_db: None, viewer: Any, br
     page.goto(f"/fleet/nodes/{node.pk}/")
     page.wait_for_selector("#node-chart .main-svg")
     assert page.locator("#node-chart .scatterlayer .trace").count() >= 4
+    # The status card follows the node without a reload: a new agent version shows up.
+    page.evaluate("window.__notReloaded = true")
+    post_beat(Client(), token, beat(samples=[sample(time.time())], agent_version="9.9.9-live"))
+    page.wait_for_function("document.querySelector('#node-status').innerText.includes('9.9.9-live')")
+    assert page.evaluate("window.__notReloaded") is True
     if os.environ.get("TIERGATE_SCREENSHOTS"):
         page.screenshot(path=os.path.join(os.environ["TIERGATE_SCREENSHOTS"], "node-detail.png"), full_page=True)

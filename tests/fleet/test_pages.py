@@ -68,6 +68,27 @@ def test_node_detail_draws_the_last_hour_with_local_plotly(viewer: Any, node_and
     assert "simulated" in figure["layout"]["annotations"][0]["text"]
 
 
+def test_node_status_card_and_chart_refresh_from_their_own_urls(
+    viewer: Any, outsider: Any, node_and_token: Any
+) -> None:
+    node, token = node_and_token
+    page = browser(viewer).get(f"/fleet/nodes/{node.pk}/").content.decode()
+    assert f'data-live-url="/fleet/nodes/{node.pk}/status/"' in page
+    before = browser(viewer).get(f"/fleet/nodes/{node.pk}/status/")
+    assert before.status_code == 200 and "never" in before.content.decode()
+    assert "<html" not in before.content.decode()  # the card alone
+    post_beat(Client(), token, beat(samples=[sample(time.time())]))
+    after = browser(viewer).get(f"/fleet/nodes/{node.pk}/status/").content.decode()
+    assert "never" not in after and "<time datetime=" in after
+    figure = browser(viewer).get(f"/fleet/nodes/{node.pk}/figure/").json()
+    assert [t["name"] for t in figure["data"]][:2] == ["GPU util", "KV use"]
+    assert len(figure["data"][0]["x"]) == 1
+    for path in ("status", "figure"):
+        assert browser(outsider).get(f"/fleet/nodes/{node.pk}/{path}/").status_code == 403
+        assert Client().get(f"/fleet/nodes/{node.pk}/{path}/").status_code == 302
+        assert browser(viewer).get(f"/fleet/nodes/999999/{path}/").status_code == 404
+
+
 def test_plotly_is_served_locally(viewer: Any) -> None:
     r = browser(viewer).get("/static/vendor/plotly.min.js")
     assert r.status_code == 200
