@@ -86,13 +86,17 @@ def _token_page(request: HttpRequest, node: Node, token: str, created: bool) -> 
     })
 
 
+def _node_with_versions(pk: int) -> Node:
+    return get_object_or_404(
+        Node.objects.select_related("desired_tier_config", "applied_tier_config", "desired_launch_profile",
+                                    "applied_launch_profile"), pk=pk)
+
+
 @require_GET
 @login_required
 def node_detail(request: HttpRequest, pk: int) -> HttpResponse:
     require_role(request, VIEWER)
-    node = get_object_or_404(
-        Node.objects.select_related("desired_tier_config", "applied_tier_config", "desired_launch_profile",
-                                    "applied_launch_profile"), pk=pk)
+    node = _node_with_versions(pk)
     return render(request, "fleet/node_detail.html", {
         "node": node, "status": node.status(), "figure": charts.node_figure_dict(node),
         "endpoints": node.endpoints.all(), "keys": GatewayKey.objects.for_node(node),
@@ -106,9 +110,7 @@ def node_detail(request: HttpRequest, pk: int) -> HttpResponse:
 def node_status(request: HttpRequest, pk: int) -> HttpResponse:
     """The node page's status card alone, for its 2-second refresh (live.js)."""
     require_role(request, VIEWER)
-    node = get_object_or_404(
-        Node.objects.select_related("desired_tier_config", "applied_tier_config", "desired_launch_profile",
-                                    "applied_launch_profile"), pk=pk)
+    node = _node_with_versions(pk)
     return render(request, "fleet/_node_status.html", {"node": node, "status": node.status()})
 
 
