@@ -14,7 +14,7 @@ import hashlib
 import json
 import logging
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -25,6 +25,9 @@ from console.audit.services import record
 from console.fleet.crypto import sha256_hex
 from console.fleet.models import GatewayKey, Node, TelemetrySample
 from console.fleet.schemas import HeartbeatIn, SampleIn
+
+if TYPE_CHECKING:
+    from console.tuning.models import LaunchProfileVersion
 
 log = logging.getLogger(__name__)
 
@@ -86,15 +89,14 @@ def keys_version(keys: list[dict[str, Any]]) -> str:
 
 # --- desired versions ----------------------------------------------------------------------
 
-def launch_argv(args: dict[str, Any]) -> list[str] | None:
-    """The `vllm serve` argv of a stored profile; None (and a log line) if it no longer passes
-    validation, so one bad profile cannot turn every beat of its nodes into a 500."""
-    from console.tuning.vllm_args import render_argv, validate_args
-
+def launch_argv(version: LaunchProfileVersion) -> list[str] | None:
+    """The `vllm serve` argv of a stored profile version, as every page renders it (types only,
+    see LaunchProfileVersion.launch_args); None (and a log line) if even that fails, so one bad
+    profile cannot turn every beat of its nodes into a 500."""
     try:
-        return render_argv(validate_args(args))
+        return version.argv()
     except ValueError as exc:
-        log.warning("launch profile args do not render: %s", exc)
+        log.warning("launch profile %s v%s does not render: %s", version.name, version.version, exc)
         return None
 
 
@@ -111,7 +113,7 @@ def desired_reply(node: Node, applied_tier: int | None, applied_profile: int | N
         profile = {"id": node.desired_launch_profile_id}
         if node.desired_launch_profile_id != applied_profile:
             version = node.desired_launch_profile
-            profile.update(name=version.name, args=version.args, argv=launch_argv(version.args))
+            profile.update(name=version.name, args=version.args, argv=launch_argv(version))
     return {"tier_config": tier, "launch_profile": profile}
 
 

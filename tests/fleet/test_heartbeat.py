@@ -120,6 +120,22 @@ def test_desired_content_only_when_it_differs_from_applied(
     assert not node.tier_config_drift
 
 
+def test_a_stored_profile_a_later_rule_rejects_still_renders_its_argv(
+    node_and_token: Any, launch_profile: Any
+) -> None:
+    # Stored versions are rendered by type alone (as every page does): a cross-field rule that
+    # the stored args break must not leave the agent without an argv to start.
+    from console.tuning.models import LaunchProfileVersion
+
+    node, token = node_and_token
+    args = {**launch_profile.args, "max_num_seqs": 512, "max_num_batched_tokens": 256}
+    old = LaunchProfileVersion.objects.create(name="legacy", version=1, args=args)
+    services.set_desired([node], launch_profile=old, reason="test")
+    profile = post_beat(Client(), token, beat()).json()["desired"]["launch_profile"]
+    assert profile["argv"] == old.argv()
+    assert "--max-num-batched-tokens" in profile["argv"]
+
+
 def test_an_unknown_applied_version_is_stored_as_none(node_and_token: Any) -> None:
     node, token = node_and_token
     assert post_beat(Client(), token, beat(applied={"tier_config": 99999})).status_code == 200
