@@ -24,6 +24,7 @@ import shlex
 from collections.abc import Iterable
 from typing import Any
 
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import ProtectedError
 from django.http import HttpRequest
@@ -34,7 +35,7 @@ from console.audit.services import record
 from console.fleet import crypto
 from console.fleet.choices import DEFAULT_TIERS, EndpointKind
 from console.fleet.envfile import parse_env
-from console.fleet.models import Endpoint, GatewayKey, Node
+from console.fleet.models import Endpoint, GatewayKey, Node, validate_base_url
 
 ENDPOINT_FIELDS = ("name", "base_url", "models", "default_model", "kind", "node")
 
@@ -50,7 +51,18 @@ class FleetError(ValueError):
 
 # --- endpoints --------------------------------------------------------------------------------
 
+def _check_base_url(fields: dict[str, Any]) -> None:
+    """Every write path gets the model's URL rule (forms and serializers check it too, but an
+    env import or a caller in code must not store what a form would refuse)."""
+    if "base_url" in fields:
+        try:
+            validate_base_url(fields["base_url"])
+        except ValidationError as exc:
+            raise FleetError("base_url", f"{fields['base_url']!r}: {exc.messages[0]}") from exc
+
+
 def create_endpoint(user: Any, request: HttpRequest | None = None, *, api_key: str = "", **fields: Any) -> Endpoint:
+    _check_base_url(fields)
     endpoint = Endpoint(**{k: v for k, v in fields.items() if k in ENDPOINT_FIELDS})
     endpoint.set_api_key(api_key)
     with transaction.atomic():
@@ -62,6 +74,7 @@ def create_endpoint(user: Any, request: HttpRequest | None = None, *, api_key: s
 def update_endpoint(endpoint: Endpoint, user: Any, request: HttpRequest | None = None, *,
                     api_key: str | None = None, **fields: Any) -> Endpoint:
     """Change the given fields; a non-empty api_key replaces the key (it is never read back)."""
+    _check_base_url(fields)
     before = endpoint.audit_dict()
     for name, value in fields.items():
         if name in ENDPOINT_FIELDS:
@@ -102,10 +115,13 @@ def import_env(text: str, user: Any, request: HttpRequest | None = None,
             fields = {"base_url": item.base_url, "models": item.model_ids,
                       "default_model": item.default_model, "kind": kind}
             existing = Endpoint.objects.filter(name=item.name).first()
-            if existing is None:
-                out.append(create_endpoint(user, request, name=item.name, api_key=item.api_key, **fields))
-            else:
-                out.append(update_endpoint(existing, user, request, api_key=item.api_key, **fields))
+            try:
+                if existing is None:
+                    out.append(create_endpoint(user, request, name=item.name, api_key=item.api_key, **fields))
+                else:
+                    out.append(update_endpoint(existing, user, request, api_key=item.api_key, **fields))
+            except FleetError as exc:  # the whole import is rolled back; say which entry
+                raise FleetError("text", f"{item.name}: {exc.message}") from exc
     return out
 
 

@@ -133,6 +133,19 @@ def test_env_import_without_an_endpoint_names_the_text_field(api: Any, admin_use
     assert r.status_code == 400 and "text" in r.json()
 
 
+def test_env_import_refuses_a_bad_base_url_and_stores_nothing(api: Any, admin_user: Any) -> None:
+    text = ("export GOOD_BASE_URL=https://good.example/v1\nexport GOOD_API_KEY=k1\n"
+            "export BAD_BASE_URL=ftp://files.example\nexport BAD_API_KEY=k2\n")
+    r = api(admin_user).post("/api/v1/endpoints/import-env/", {"text": text}, format="json")
+    assert r.status_code == 400, r.content
+    message = r.json()["text"][0]
+    assert message.startswith("bad: 'ftp://files.example'") and "http://" in message
+    assert Endpoint.objects.count() == 0  # the good entry was rolled back with the bad one
+    r = api(admin_user).post("/api/v1/endpoints/import-env/", {"text": "export X_BASE_URL=not a url\n"},
+                             format="json")
+    assert r.status_code == 400 and Endpoint.objects.count() == 0
+
+
 @pytest.fixture(scope="module")
 def upstream() -> Iterator[str]:
     yield from serve()
