@@ -9,7 +9,6 @@ from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -20,16 +19,11 @@ from console.bench.choices import Preset, RunStatus
 from console.bench.forms import QuickRunForm, RunForm
 from console.bench.models import BenchmarkRun, RequestSample
 from console.bench.presets import PRESETS, preset_workload
-from console.core.roles import OPERATOR, VIEWER, has_role
+from console.core.roles import OPERATOR, VIEWER, has_role, require_role
 from console.fleet.choices import EndpointKind
 from console.fleet.models import Endpoint
 
 RUNS_PER_PAGE = 25
-
-
-def _require(request: HttpRequest, role: str) -> None:
-    if not has_role(request.user, role):
-        raise PermissionDenied(f"this page needs the {role} role")
 
 
 def summary_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
@@ -41,7 +35,7 @@ def summary_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
 @login_required
 @require_GET
 def run_list(request: HttpRequest) -> HttpResponse:
-    _require(request, VIEWER)
+    require_role(request, VIEWER)
     runs = BenchmarkRun.objects.select_related("endpoint", "created_by")
     filters = {k: request.GET.get(k, "") for k in ("status", "endpoint", "preset")}
     if filters["status"] in RunStatus.values:
@@ -66,7 +60,7 @@ def run_list(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_POST
 def run_quick(request: HttpRequest) -> HttpResponse:
-    _require(request, OPERATOR)
+    require_role(request, OPERATOR)
     form = QuickRunForm(request.POST)
     if not form.is_valid():
         messages.error(request, "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items()))
@@ -87,7 +81,7 @@ def run_quick(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_http_methods(["GET", "POST"])
 def run_create(request: HttpRequest) -> HttpResponse:
-    _require(request, OPERATOR)
+    require_role(request, OPERATOR)
     if request.method == "POST":
         form = RunForm(request.POST, request.FILES)
         if form.is_valid():
@@ -108,7 +102,7 @@ def _run(pk: int) -> BenchmarkRun:
 @login_required
 @require_GET
 def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    _require(request, VIEWER)
+    require_role(request, VIEWER)
     run = _run(pk)
     context: dict[str, Any] = {"run": run, "can_run": has_role(request.user, OPERATOR),
                                "rows": summary_rows(run.summary or {}), "figures": None}
@@ -123,14 +117,14 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
 @require_GET
 def run_progress(request: HttpRequest, pk: int) -> HttpResponse:
     """The live fragment (data-live-url): progress bar while active, a done marker after."""
-    _require(request, VIEWER)
+    require_role(request, VIEWER)
     return render(request, "bench/_progress.html", {"run": _run(pk), "can_run": has_role(request.user, OPERATOR)})
 
 
 @login_required
 @require_POST
 def run_cancel(request: HttpRequest, pk: int) -> HttpResponse:
-    _require(request, OPERATOR)
+    require_role(request, OPERATOR)
     run = _run(pk)
     if run.is_active:
         services.request_cancel(run, request.user, request)
@@ -141,7 +135,7 @@ def run_cancel(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_GET
 def run_export_json(request: HttpRequest, pk: int) -> HttpResponse:
-    _require(request, VIEWER)
+    require_role(request, VIEWER)
     run = _run(pk)
     samples = [s.to_loadgen().to_dict(with_itl_raw=False)
                for s in RequestSample.objects.filter(run=run).order_by("index").iterator(chunk_size=5000)]
@@ -162,7 +156,7 @@ def run_export_json(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_GET
 def run_export_csv(request: HttpRequest, pk: int) -> HttpResponse:
-    _require(request, VIEWER)
+    require_role(request, VIEWER)
     run = _run(pk)
     response = StreamingHttpResponse(results.csv_lines(run), content_type="text/csv")
     response["Content-Disposition"] = f'attachment; filename="benchmark-{run.pk}-samples.csv"'
@@ -172,7 +166,7 @@ def run_export_csv(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_GET
 def compare(request: HttpRequest) -> HttpResponse:
-    _require(request, VIEWER)
+    require_role(request, VIEWER)
     a_id, b_id = request.GET.get("a", ""), request.GET.get("b", "")
     finished = BenchmarkRun.objects.exclude(summary={}).select_related("endpoint").order_by("-created_at")[:200]
     context: dict[str, Any] = {"choices": finished, "a_id": a_id, "b_id": b_id, "comparison": None}

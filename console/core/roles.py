@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth.models import AnonymousUser, Group
+from django.core.exceptions import PermissionDenied
 from rest_framework.permissions import SAFE_METHODS, BasePermission
 
 VIEWER = "viewer"
@@ -45,6 +46,12 @@ def role_of(user: Any) -> str | None:
 def has_role(user: Any, needed: str) -> bool:
     role = role_of(user)
     return role is not None and _RANK[role] >= _RANK[needed]
+
+
+def require_role(request: Any, role: str) -> None:
+    """For pages: 403 unless the signed-in user has at least `role`."""
+    if not has_role(request.user, role):
+        raise PermissionDenied(f"This page needs the {role} role.")
 
 
 class RolePermission(BasePermission):

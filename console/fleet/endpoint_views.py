@@ -12,12 +12,11 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from console.core.roles import ADMIN, OPERATOR, VIEWER, has_role
+from console.core.roles import ADMIN, OPERATOR, VIEWER, has_role, require_role
 from console.fleet import probes, services
 from console.fleet.envfile import EnvError, render_env
 from console.fleet.forms import EndpointForm, EnvImportForm
 from console.fleet.models import Endpoint
-from console.fleet.views import require_role
 
 
 @require_GET

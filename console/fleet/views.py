@@ -7,22 +7,16 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from console.core.roles import ADMIN, VIEWER, has_role
+from console.core.roles import ADMIN, VIEWER, has_role, require_role
 from console.fleet import charts, services
 from console.fleet.forms import GatewayKeyForm, NodeForm
 from console.fleet.models import GatewayKey, Node
-
-
-def require_role(request: HttpRequest, role: str) -> None:
-    if not has_role(request.user, role):
-        raise PermissionDenied(f"This needs the {role} role.")
 
 
 def _console_url(request: HttpRequest) -> str:

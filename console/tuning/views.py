@@ -11,14 +11,13 @@ from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.db.models import Count, Max
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
 
-from console.core.roles import OPERATOR, VIEWER, has_role
+from console.core.roles import OPERATOR, VIEWER, has_role, require_role
 from console.tuning import services
 from console.tuning.diffs import DiffRow
 from console.tuning.forms import LaunchProfileForm, TierConfigForm
@@ -75,11 +74,6 @@ LAUNCH_PROFILE = Kind(
 )
 
 
-def _require(request: HttpRequest, role: str) -> None:
-    if not has_role(request.user, role):
-        raise PermissionDenied(f"this page needs the {role} role")
-
-
 def _document(obj: VersionedDocument) -> Any:
     return getattr(obj, "config", None) if isinstance(obj, TierConfigVersion) else getattr(obj, "args", None)
 
@@ -99,7 +93,7 @@ def _diff_rows(rows: list[DiffRow]) -> list[dict[str, Any]]:
 @require_GET
 def version_list(request: HttpRequest, kind: Kind) -> HttpResponse:
     """Grouped by name, the most recently changed name first; ?name= lists one name's versions."""
-    _require(request, VIEWER)
+    require_role(request, VIEWER)
     model = kind.model
     only = request.GET.get("name", "")
     context: dict[str, Any] = {"kind": kind, "only": only, "can_create": has_role(request.user, OPERATOR)}
@@ -125,7 +119,7 @@ def version_list(request: HttpRequest, kind: Kind) -> HttpResponse:
 @login_required
 @require_GET
 def version_detail(request: HttpRequest, kind: Kind, pk: int) -> HttpResponse:
-    _require(request, VIEWER)
+    require_role(request, VIEWER)
     obj = get_object_or_404(kind.model.objects.select_related("author"), pk=pk)
     previous = obj.previous()
     against = previous
@@ -150,7 +144,7 @@ def version_detail(request: HttpRequest, kind: Kind, pk: int) -> HttpResponse:
 @login_required
 @require_http_methods(["GET", "POST"])
 def version_create(request: HttpRequest, kind: Kind) -> HttpResponse:
-    _require(request, OPERATOR)
+    require_role(request, OPERATOR)
     source: VersionedDocument | None = None
     if request.GET.get("from", "").isdigit():
         source = kind.model.objects.filter(pk=int(request.GET["from"])).first()
@@ -183,7 +177,7 @@ def _attachment(body: str, content_type: str, filename: str) -> HttpResponse:
 @require_GET
 def version_download(request: HttpRequest, kind: Kind, pk: int) -> HttpResponse:
     """The JSON document alone (what `python -m scheduler validate` or an agent reads)."""
-    _require(request, VIEWER)
+    require_role(request, VIEWER)
     obj = get_object_or_404(kind.model, pk=pk)
     return _attachment(_pretty(_document(obj)) + "\n", "application/json",
                        f"{dns_name(obj.name)}-v{obj.version}.json")
@@ -192,7 +186,7 @@ def version_download(request: HttpRequest, kind: Kind, pk: int) -> HttpResponse:
 @login_required
 @require_GET
 def launchprofile_kubernetes(request: HttpRequest, pk: int) -> HttpResponse:
-    _require(request, VIEWER)
+    require_role(request, VIEWER)
     obj = get_object_or_404(LaunchProfileVersion, pk=pk)
     return _attachment(render_yaml(obj.name, obj.launch_args(), version=obj.version),
                        "application/yaml", f"{dns_name(obj.name)}-v{obj.version}.yaml")

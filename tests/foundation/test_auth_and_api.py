@@ -68,6 +68,13 @@ def test_login_page_signs_a_user_in(viewer: Any) -> None:
     assert client.get("/audit/").status_code == 200
 
 
+def test_pages_need_a_role_not_just_a_sign_in(outsider: Any) -> None:
+    client = Client()
+    client.force_login(outsider)
+    for path in ("/audit/", "/fleet/", "/benchmarks/", "/tuning/tier-configs/"):
+        assert client.get(path).status_code == 403, path
+
+
 def test_role_hierarchy(viewer: Any, operator: Any, admin_user: Any) -> None:
     assert role_of(viewer) == VIEWER and role_of(admin_user) == ADMIN
     assert has_role(operator, VIEWER) and not has_role(operator, ADMIN)

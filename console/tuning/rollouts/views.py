@@ -9,7 +9,6 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.db.models import Count, Q
 from django.http import Http404, HttpRequest, HttpResponse
@@ -17,7 +16,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from console.core.roles import OPERATOR, VIEWER, has_role
+from console.core.roles import OPERATOR, VIEWER, has_role, require_role
 from console.tuning.diffs import DiffRow
 from console.tuning.models import LaunchProfileVersion, TierConfigVersion
 from console.tuning.models_rollouts import Rollout
@@ -26,11 +25,6 @@ from console.tuning.rollouts.choices import NodeState, RolloutKind
 from console.tuning.rollouts.forms import RolloutForm
 
 PER_PAGE = 30
-
-
-def _require(request: HttpRequest, role: str) -> None:
-    if not has_role(request.user, role):
-        raise PermissionDenied(f"this page needs the {role} role")
 
 
 def _rows(rows: list[DiffRow]) -> list[dict[str, Any]]:
@@ -79,7 +73,7 @@ def _live_context(request: HttpRequest, rollout: Rollout) -> dict[str, Any]:
 @login_required
 @require_GET
 def rollout_list(request: HttpRequest) -> HttpResponse:
-    _require(request, VIEWER)
+    require_role(request, VIEWER)
     qs = Rollout.objects.select_related("tier_config", "launch_profile", "created_by").annotate(
         node_count=Count("nodes"), nodes_done=Count("nodes", filter=Q(nodes__state=NodeState.HEALTHY)),
     ).order_by("-created_at", "-id")
@@ -90,7 +84,7 @@ def rollout_list(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_http_methods(["GET", "POST"])
 def rollout_create(request: HttpRequest) -> HttpResponse:
-    _require(request, OPERATOR)
+    require_role(request, OPERATOR)
     initial = {field: request.GET[key] for key, field in (("tierconfig", "tier_config"),
                                                           ("launchprofile", "launch_profile"))
                if request.GET.get(key, "").isdigit()}
@@ -117,7 +111,7 @@ def rollout_create(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_GET
 def rollout_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    _require(request, VIEWER)
+    require_role(request, VIEWER)
     rollout = get_object_or_404(Rollout.objects.select_related(
         "tier_config", "launch_profile", "created_by", "rollback_of"), pk=pk)
     context = _live_context(request, rollout)
@@ -129,7 +123,7 @@ def rollout_detail(request: HttpRequest, pk: int) -> HttpResponse:
 @require_GET
 def rollout_live(request: HttpRequest, pk: int) -> HttpResponse:
     """The fragment live.js swaps in every second: state, nodes, timeline."""
-    _require(request, VIEWER)
+    require_role(request, VIEWER)
     rollout = get_object_or_404(Rollout.objects.select_related("tier_config", "launch_profile"), pk=pk)
     return render(request, "tuning/_rollout_live.html", _live_context(request, rollout))
 
@@ -137,7 +131,7 @@ def rollout_live(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_POST
 def rollout_abort(request: HttpRequest, pk: int) -> HttpResponse:
-    _require(request, OPERATOR)
+    require_role(request, OPERATOR)
     rollout = get_object_or_404(Rollout, pk=pk)
     try:
         services.abort_rollout(rollout, request.user, request)
@@ -151,7 +145,7 @@ def rollout_abort(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_POST
 def rollout_rollback(request: HttpRequest, pk: int) -> HttpResponse:
-    _require(request, OPERATOR)
+    require_role(request, OPERATOR)
     rollout = get_object_or_404(Rollout, pk=pk)
     try:
         created = services.rollback_rollout(rollout, request.user, request)
@@ -166,7 +160,7 @@ def rollout_rollback(request: HttpRequest, pk: int) -> HttpResponse:
 @require_POST
 def version_rollback(request: HttpRequest, kind: str, pk: int) -> HttpResponse:
     """"Roll back to the previous version" on a tier config or launch profile page."""
-    _require(request, OPERATOR)
+    require_role(request, OPERATOR)
     models = {"tierconfig": TierConfigVersion, "launchprofile": LaunchProfileVersion}
     if kind not in models:
         raise Http404("no such kind")
