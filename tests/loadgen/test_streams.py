@@ -89,3 +89,27 @@ async def test_a_refused_connection_is_recorded_not_raised() -> None:
     sample = await one("http://127.0.0.1:9/v1")
     assert sample.error is not None and "Connect" in sample.error
     assert sample.status is None
+
+
+async def test_malformed_chunks_are_the_requests_error_and_no_sample_is_lost(
+    canned_server: CannedFactory,
+) -> None:
+    cases = [
+        (
+            chunk("a") + b'data: {"usage": {"completion_tokens": "7"}}\n\n',
+            "usage.completion_tokens must be a non-negative integer, got '7'",
+        ),
+        (b'data: {"usage": 5}\n\n', "usage must be an object"),
+        (b'data: {"choices": "x"}\n\n', "stream chunk: choices must be a list of objects"),
+        (
+            b'data: {"choices": [{"delta": "oops"}]}\n\n',
+            "stream chunk: choices[0].delta must be an object",
+        ),
+    ]
+    for body, error in cases:
+        base = await canned_server(body + b"data: [DONE]\n\n")
+        spec = WorkloadSpec(base_url=base, model="m", concurrency=2, requests=4)
+        result = await run_workload(spec)
+        assert len(result.samples) == 4, error  # every request recorded, none swallowed
+        assert {s.error for s in result.samples} == {error}
+        assert result.summary["overall"]["error_rate"] == 1.0

@@ -84,19 +84,45 @@ class _StreamState:
             self.error = _error_message(obj)
             return
         if self.response_id is None:
-            self.response_id = obj.get("id")
+            self.response_id = _response_id(obj)
         choices = obj.get("choices")
         if choices:
-            choice = choices[0]
-            content = (
-                (choice.get("delta") or {}).get("content") if self.chat else choice.get("text")
-            )
+            choice = choices[0] if isinstance(choices, list) else None
+            if not isinstance(choice, dict):
+                self.error = "stream chunk: choices must be a list of objects"
+                return
+            if self.chat:
+                delta = choice.get("delta") or {}
+                if not isinstance(delta, dict):
+                    self.error = "stream chunk: choices[0].delta must be an object"
+                    return
+                content = delta.get("content")
+            else:
+                content = choice.get("text")
             if content:
                 self.times.append(now)
         usage = obj.get("usage")
         if usage:
-            self.prompt_tokens = usage.get("prompt_tokens")
-            self.output_tokens = usage.get("completion_tokens")
+            self.read_usage(usage)
+
+    def read_usage(self, usage: Any) -> None:
+        """Token counts from a `usage` object; a malformed one is the request's error."""
+        if not isinstance(usage, dict):
+            self.error = "usage must be an object"
+            return
+        counts = []
+        for name in ("prompt_tokens", "completion_tokens"):
+            value = usage.get(name)
+            if value is not None and (type(value) is not int or value < 0):
+                self.error = f"usage.{name} must be a non-negative integer, got {value!r:.40}"
+                return
+            counts.append(value)
+        self.prompt_tokens, self.output_tokens = counts
+
+
+def _response_id(obj: dict[str, Any]) -> str | None:
+    rid = obj.get("id")
+    return rid[:200] if isinstance(rid, str) else None
 
 
 async def send_request(
@@ -165,11 +191,9 @@ def _read_whole(state: _StreamState, raw: bytes) -> None:
     if not isinstance(obj, dict) or obj.get("error"):
         state.error = _error_message(obj)
         return
-    state.response_id = obj.get("id")
-    usage = obj.get("usage") or {}
-    state.prompt_tokens = usage.get("prompt_tokens")
-    state.output_tokens = usage.get("completion_tokens")
-    state.done = True
+    state.response_id = _response_id(obj)
+    state.read_usage(obj.get("usage") or {})
+    state.done = state.error is None
 
 
 def _finish(

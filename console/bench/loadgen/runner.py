@@ -96,16 +96,20 @@ class _Run:
         planned = self.factory.make(index)
         stage = self.stage
         lag = time.perf_counter() - scheduled
-        sample = await send_request(
-            self.pool,
-            self.url,
-            self.headers,
-            planned,
-            tier_header=self.spec.tier_header,
-            stream=self.spec.stream,
-            chat=self.spec.endpoint == "chat",
-            timeout_s=self.spec.timeout_s,
-        )
+        try:
+            sample = await send_request(
+                self.pool,
+                self.url,
+                self.headers,
+                planned,
+                tier_header=self.spec.tier_header,
+                stream=self.spec.stream,
+                chat=self.spec.endpoint == "chat",
+                timeout_s=self.spec.timeout_s,
+            )
+        except Exception as exc:  # a bug must cost one sample, not a worker and its slot
+            sample = RequestSample(index=planned.index, send_time=time.time(), tier=planned.tier)
+            sample.error = f"client error: {type(exc).__name__}: {exc}"[:500]
         sample.stage, sample.warmup = stage, warm
         sample.scheduled_time = self.unix(scheduled)
         sample.dispatch_lag += max(lag, 0.0)

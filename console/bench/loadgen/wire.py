@@ -164,7 +164,12 @@ class Connection:
 
     def on_body(self, body: bytes) -> None:
         assert self._sink is not None
-        if self._sink(self.status, body, self._stamp):
+        try:
+            stop = self._sink(self.status, body, self._stamp)
+        except Exception as exc:  # the caller's bug or a body it cannot take: this request's error
+            self._fail(WireError(f"handling the response failed: {type(exc).__name__}: {exc}"))
+            return
+        if stop:
             self.keep_alive = False
             self._finish()
 
