@@ -217,9 +217,16 @@ class Reconciler:
             }
             return
         argv = wanted.get("argv")
+        if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
+            # Said, not ignored: a rollout waiting for this node stops with the reason.
+            agent.apply_errors[LAUNCH_PROFILE] = {
+                "version": version,
+                "error": "the console sent no engine command line (argv) for this profile",
+            }
+            return
         busy = self._profile_task is not None and not self._profile_task.done()
         # A profile that failed once is not retried every beat: a new version must be desired.
-        if busy or version == self._failed_profile or not isinstance(argv, list) or not argv:
+        if busy or version == self._failed_profile:
             return
         self._profile_task = asyncio.create_task(self._restart(version, wanted, argv))
 
@@ -227,7 +234,7 @@ class Reconciler:
         agent = self.agent
         assert agent.supervisor is not None
         try:
-            await agent.supervisor.restart([str(a) for a in argv])
+            await agent.supervisor.restart(argv)
         except EngineStartError as exc:
             agent.telemetry.models = None  # the engine that runs now may serve other names
             self._failed_profile = version
@@ -239,7 +246,7 @@ class Reconciler:
         self._state[LAUNCH_PROFILE] = {
             "id": version,
             "name": wanted.get("name"),
-            "argv": list(argv),
+            "argv": agent.supervisor.argv,  # as it runs: with the node's own --host/--port
             "args": wanted.get("args"),
         }
         self._save()

@@ -122,10 +122,10 @@ def launch_args(argv: list[str]) -> dict[str, Any]:
 
 class EngineSupervisor:
     def __init__(self, argv: list[str], simulate: bool, start_timeout_s: float = 300.0) -> None:
-        self.argv = list(argv)
         # The engine address given at start-up stays the node's for every later profile.
         self._host = _flag_value(argv, "--host")
         self._port = _flag_value(argv, "--port")
+        self._set_argv(list(argv))
         self.simulate = simulate
         self.start_timeout_s = start_timeout_s
         self.state = "down"  # down | starting | ok
@@ -138,8 +138,24 @@ class EngineSupervisor:
         self._closing = False
 
     @property
+    def argv(self) -> list[str]:
+        return self._argv
+
+    @argv.setter
+    def argv(self, argv: list[str]) -> None:
+        """Any command line set from outside (a profile, the saved state) keeps the node's
+        own engine address."""
+        self._set_argv(with_endpoint(argv, self._host, self._port))
+
+    def _set_argv(self, argv: list[str]) -> None:
+        # Parsed once per change, not per request (the gateway reads both on every request).
+        self._argv = argv
+        self._engine_url = engine_url_of(argv)
+        self._args = launch_args(argv)
+
+    @property
     def engine_url(self) -> str:
-        return engine_url_of(self.argv)
+        return self._engine_url
 
     @property
     def pid(self) -> int | None:
@@ -147,7 +163,7 @@ class EngineSupervisor:
 
     @property
     def args(self) -> dict[str, Any]:
-        return launch_args(self.argv)
+        return self._args
 
     async def start(self) -> None:
         async with self._lock:
@@ -157,7 +173,7 @@ class EngineSupervisor:
         """Swap to `argv`; on failure go back to the previous command line and raise."""
         argv = with_endpoint(argv, self._host, self._port)
         async with self._lock:
-            previous = self.argv
+            previous = self._argv
             await self._stop()
             try:
                 await self._start(argv)
@@ -169,7 +185,7 @@ class EngineSupervisor:
                 except EngineStartError as again:
                     self.detail = f"previous profile failed too: {again}"
                 raise
-            self.argv = list(argv)
+            self._set_argv(argv)
 
     async def aclose(self) -> None:
         self._closing = True
