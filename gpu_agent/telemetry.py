@@ -190,10 +190,10 @@ class Telemetry:
             with contextlib.suppress(ValueError, KeyError, TypeError):
                 self.models = [m["id"] for m in models.json()["data"]]
         sample: dict[str, Any] = {"ts": ts, "gpu_source": "none", "gpus": []}
+        gpu = _json_object(sim_gpu)  # a 200 that is not the simulator's object: not a simulator
         if health is not None:
-            self.simulated = sim_gpu is not None
-        if sim_gpu is not None:
-            gpu = sim_gpu.json()
+            self.simulated = gpu is not None
+        if gpu is not None:
             sample["gpu_source"] = "simulated"
             sample["gpus"] = [
                 {
@@ -237,3 +237,13 @@ class Telemetry:
 
 async def _none() -> None:
     return None
+
+
+def _json_object(response: httpx.Response | None) -> dict[str, Any] | None:
+    if response is None:
+        return None
+    try:
+        body = response.json()
+    except ValueError:
+        return None
+    return body if isinstance(body, dict) else None

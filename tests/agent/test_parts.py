@@ -165,9 +165,13 @@ async def test_a_sample_without_nvml_or_simulator_has_gpu_source_none() -> None:
     async def metrics(request: web.Request) -> web.Response:
         return web.Response(text=NEW_METRICS)
 
+    async def catch_all(request: web.Request) -> web.Response:  # a proxy's page, not the sim's
+        return web.Response(text="<html>welcome</html>", content_type="text/html")
+
     app = web.Application()
     app.router.add_get("/health", health)
     app.router.add_get("/metrics", metrics)
+    app.router.add_get("/sim/v1/gpu", catch_all)
     runner = web.AppRunner(app)
     await runner.setup()
     port = free_port()
