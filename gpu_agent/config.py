@@ -9,6 +9,7 @@ Bad input exits with code 2 and a message naming the problem (argparse's convent
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import shlex
 import socket
@@ -86,6 +87,16 @@ def _positive_int(value: str) -> int:
     return int(value)
 
 
+def _positive_float(value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        number = float("nan")
+    if not math.isfinite(number) or number <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {value!r}")
+    return number
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m gpu_agent",
@@ -111,10 +122,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--log-level", default="info", choices=("debug", "info", "warning", "error")
     )
-    parser.add_argument("--engine-start-timeout", type=float, default=300.0, metavar="SECONDS")
-    parser.add_argument("--upstream-read-timeout", type=float, default=600.0, metavar="SECONDS")
+    parser.add_argument("--engine-start-timeout", type=_positive_float, default=300.0, metavar="SECONDS")
+    parser.add_argument("--upstream-read-timeout", type=_positive_float, default=600.0, metavar="SECONDS")
     parser.add_argument("--upstream-pool-size", type=_positive_int, default=1024)
-    parser.add_argument("--heartbeat-backoff-max", type=float, default=30.0, metavar="SECONDS")
+    parser.add_argument("--heartbeat-backoff-max", type=_positive_float, default=30.0, metavar="SECONDS")
     parser.add_argument(
         "--advertise-url", help="the gateway URL reported to the console (default: derived)"
     )

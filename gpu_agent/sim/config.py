@@ -31,6 +31,7 @@ Preset numbers (rough, from public hardware facts; they only need to be the righ
 from __future__ import annotations
 
 import argparse
+import math
 from dataclasses import dataclass, fields, replace
 from typing import NoReturn
 
@@ -230,8 +231,19 @@ def parse_args(argv: list[str] | None = None) -> SimConfig:
             f"max_num_batched_tokens ({args.max_num_batched_tokens}) must be greater than or "
             f"equal to max_num_seqs ({args.max_num_seqs})."
         )
-    if args.sim_time_scale <= 0:
-        fail("--sim-time-scale must be positive")
+    if not math.isfinite(args.sim_time_scale) or args.sim_time_scale <= 0:
+        fail("--sim-time-scale must be a positive number")
+    if args.sim_eos_mean_tokens < 1:
+        fail("--sim-eos-mean-tokens must be at least 1")
+    for field in fields(HardwareProfile):
+        value = getattr(args, "sim_" + field.name)
+        if value is None:
+            continue
+        # Sizes the model divides by must be positive; weights and costs may be zero.
+        least = 1 if field.name in ("gpu_memory_bytes", "kv_bytes_per_token") else 0
+        if not math.isfinite(value) or value < least:
+            bound = "positive" if least else "zero or more"
+            fail(f"--sim-{field.name.replace('_', '-')} must be {bound}, got {value}")
 
     overrides = {
         field.name: getattr(args, "sim_" + field.name)
@@ -261,7 +273,7 @@ def parse_args(argv: list[str] | None = None) -> SimConfig:
         hardware=hardware,
         time_scale=args.sim_time_scale,
         sim_seed=args.seed if args.sim_seed is None else args.sim_seed,
-        eos_mean_tokens=max(1, args.sim_eos_mean_tokens),
+        eos_mean_tokens=args.sim_eos_mean_tokens,
         wire_timestamps=args.sim_wire_timestamps,
     )
     if config.num_gpu_blocks < 1:

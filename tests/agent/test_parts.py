@@ -236,6 +236,9 @@ def test_bad_input_exits_2_naming_the_problem(
         ),
         ([*base, "--tier-config", str(bad_tiers)], "--keys"),
         (["--listen", "127.0.0.1:1", "--tier-config", "x", "--keys", "y"], "--engine-url"),
+        ([*base, "--heartbeat-backoff-max", "0"], "--heartbeat-backoff-max"),
+        ([*base, "--upstream-read-timeout", "nan"], "must be a positive number of seconds"),
+        ([*base, "--engine-start-timeout", "-3"], "--engine-start-timeout"),
     ]
     for args, named in cases:
         code, err = run_main(capsys, *args)

@@ -44,6 +44,11 @@ def test_batched_tokens_below_max_model_len_needs_chunked_prefill() -> None:
         (["--scheduling-policy", "lifo"], "invalid choice"),
         (["--sim-preset", "tiny-test", "--max-model-len", "100000"], "larger than the maximum"),
         (["--sim-weight-bytes", str(10**12)], "No available memory for the cache blocks"),
+        (["--sim-kv-bytes-per-token", "0"], "--sim-kv-bytes-per-token must be positive"),
+        (["--sim-decode-s-per-seq=-1e-5"], "--sim-decode-s-per-seq must be zero or more"),
+        (["--sim-cpu-gap-s", "nan"], "--sim-cpu-gap-s must be zero or more"),
+        (["--sim-time-scale", "nan"], "--sim-time-scale must be a positive number"),
+        (["--sim-eos-mean-tokens", "-5"], "--sim-eos-mean-tokens must be at least 1"),
     ],
 )
 def test_invalid_combinations_exit_2_with_a_clear_message(
