@@ -83,6 +83,11 @@ class Rollout(models.Model):
         return self.state in ACTIVE_STATES
 
     @property
+    def can_roll_back(self) -> bool:
+        """A finished rollout (not a rollback: undo that with a new rollout) can be undone."""
+        return self.kind == RolloutKind.ROLLOUT and self.state in (RolloutState.SUCCEEDED, RolloutState.FAILED)
+
+    @property
     def has_guard(self) -> bool:
         return self.guard_max_ttft_p99_regression_pct is not None or self.guard_max_error_rate is not None
 

@@ -99,6 +99,20 @@ def test_abort_before_any_node_was_touched_ends_aborted(api: Any, operator: Any,
     assert "already" in client.post(f"/api/v1/rollouts/{rid}/rollback/").json()["state"][0]
 
 
+def test_a_rollback_itself_cannot_be_rolled_back(api: Any, operator: Any, setup: dict[str, Any]) -> None:
+    from console.tuning.models_rollouts import Rollout
+    from console.tuning.rollouts.choices import RolloutKind, RolloutState
+
+    client = api(operator)
+    rid = client.post("/api/v1/rollouts/", {"tier_config": setup["v2"].pk}, format="json").json()["id"]
+    Rollout.objects.filter(pk=rid).update(kind=RolloutKind.ROLLBACK, state=RolloutState.SUCCEEDED)
+    rollback = Rollout.objects.get(pk=rid)
+    assert not rollback.can_roll_back
+    response = client.post(f"/api/v1/rollouts/{rid}/rollback/")
+    assert response.status_code == 400 and "itself a rollback" in response.json()["kind"][0]
+    assert Rollout.objects.count() == 1
+
+
 def test_a_second_executor_cannot_take_a_rollout_whose_lease_is_held(setup: dict[str, Any]) -> None:
     from console.tuning.rollouts import services
     from console.tuning.rollouts.executor import Executor

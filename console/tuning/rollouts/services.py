@@ -84,7 +84,11 @@ def resolve_nodes(selection: str, nodes: Iterable[Node | int] = (), label: str =
 
 
 def _check_free(nodes: Sequence[Node]) -> None:
-    """A node takes part in one unfinished rollout at a time: two would fight over it."""
+    """A node takes part in one unfinished rollout at a time: two would fight over it.
+
+    Called inside the transaction that stores the rollout: the nodes' rows stay locked until it
+    commits, so two concurrent creates on PostgreSQL cannot both find them free."""
+    list(Node.objects.select_for_update().filter(pk__in=[n.pk for n in nodes]).values_list("pk", flat=True))
     busy = (RolloutNode.objects.filter(node__in=nodes, rollout__state__in=ACTIVE_STATES)
             .select_related("node", "rollout").first())
     if busy is not None:
@@ -193,6 +197,8 @@ def rollback_rollout(rollout: Rollout, user: Any = None, request: HttpRequest | 
         raise RolloutError("state", f"{rollout} is still {rollout.get_state_display()}: abort it instead")
     if rollout.state in (RolloutState.ROLLED_BACK, RolloutState.ABORTED):
         raise RolloutError("state", f"{rollout} was already {rollout.get_state_display()}")
+    if not rollout.can_roll_back:
+        raise RolloutError("kind", f"{rollout} is itself a rollback: to undo it, roll the versions out again")
     parts = []
     for part in rollout.nodes.select_related("node", "prev_tier_config", "prev_launch_profile") \
             .exclude(applying_at=None).exclude(state=NodeState.ROLLED_BACK):

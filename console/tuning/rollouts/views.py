@@ -21,7 +21,7 @@ from console.tuning.diffs import DiffRow
 from console.tuning.models import LaunchProfileVersion, TierConfigVersion
 from console.tuning.models_rollouts import Rollout
 from console.tuning.rollouts import services
-from console.tuning.rollouts.choices import NodeState, RolloutKind
+from console.tuning.rollouts.choices import NodeState
 from console.tuning.rollouts.forms import RolloutForm
 
 PER_PAGE = 30
@@ -59,14 +59,14 @@ def _diffs(rollout: Rollout) -> list[dict[str, Any]]:
 def _live_context(request: HttpRequest, rollout: Rollout) -> dict[str, Any]:
     parts = list(rollout.nodes.select_related(
         "node", "node__applied_tier_config", "node__applied_launch_profile",
-        "target_tier_config", "target_launch_profile"))
+        "target_tier_config", "target_launch_profile", "prev_tier_config", "prev_launch_profile"))
     done = sum(1 for p in parts if p.state == NodeState.HEALTHY)
     return {
         "rollout": rollout, "parts": parts, "done": done, "total": len(parts),
         "percent": round(100 * done / len(parts)) if parts else 0,
         "events": list(rollout.events.select_related("node").order_by("ts", "id")),
         "can_operate": has_role(request.user, OPERATOR), "now": timezone.now(),
-        "can_rollback": rollout.state in ("succeeded", "failed") and rollout.kind == RolloutKind.ROLLOUT,
+        "can_rollback": rollout.can_roll_back,
     }
 
 
