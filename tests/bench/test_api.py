@@ -64,6 +64,14 @@ def test_bad_input_gets_a_400_naming_the_field(plain_endpoint: Any, operator: An
           "tier_profiles": {"online": {"weight": -1, "prompt_tokens": 1, "max_tokens": 1}}}, "tier_profiles.online.weight"),
         ({"endpoint": plain_endpoint.pk, "seed003_settings": {"load_test": {"duration_seconds": -5}}}, "seed003_settings"),
         ({"endpoint": plain_endpoint.pk, "preset": "nope"}, "preset"),
+        # Wrong types anywhere in the JSON: a 400 naming the field, never a 500.
+        ({"endpoint": plain_endpoint.pk, "workload": {"stages": [{"concurrency": 2}]}}, "workload.stages[0].duration_s"),
+        ({"endpoint": plain_endpoint.pk, "workload": {"concurrency": 2, "requests": 5, "tier_mix": [1]}},
+         "workload.tier_mix"),
+        ({"endpoint": plain_endpoint.pk, "workload": {"concurrency": "abc", "requests": 5}}, "workload.concurrency"),
+        ({"endpoint": plain_endpoint.pk, "seed003_settings": {"workload": {"prompt_tokens": "many"}}},
+         "seed003_settings"),
+        ({"endpoint": plain_endpoint.pk, "seed003_settings": {"load_test": "x"}}, "seed003_settings"),
     ]
     for payload, field in cases:
         response = client.post(URL, payload, format="json")

@@ -102,6 +102,44 @@ def test_invalid_specs_name_the_field(change: dict[str, object], field: str) -> 
         base(**change)
 
 
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"stages": [{"concurrency": 2}]}, "stages[0].duration_s: Field required"),
+        ({"tier_mix": [1]}, "tier_mix: Input should be a valid dictionary"),
+        ({"requests": 1.5}, "requests: Input should be a valid integer"),
+        ({"timeout_s": float("nan")}, "timeout_s: Input should be a finite number"),
+        ({"concurrency": "abc"}, "concurrency: Input should be a valid integer"),
+        ({"concurrency": 0}, "concurrency: must be >= 1"),
+    ],
+)
+def test_json_workloads_with_wrong_types_name_the_field(data: dict[str, object], message: str) -> None:
+    workload = {"base_url": "http://h/v1", "model": "m", "concurrency": 2, "requests": 4, **data}
+    if "stages" in data:
+        workload.update(concurrency=None, requests=None)
+    with pytest.raises(SpecError) as info:
+        WorkloadSpec.from_dict(workload)
+    assert str(info.value).startswith(message)
+    with pytest.raises(SpecError, match="^workload: must be an object"):
+        WorkloadSpec.from_dict([1])  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"workload": {"prompt_tokens": "many"}}, "workload.prompt_tokens: must be a finite number"),
+        ({"load_test": "x"}, "load_test: must be an object"),
+        ({"load_test": {"concurrency": 1.5}}, "load_test.concurrency: must be a finite number"),
+        ({"load_test": {"warmup_seconds": True}}, "load_test.warmup_seconds: must be a finite number"),
+        ({"concurrency": "lots"}, "concurrency: must be a finite number"),
+    ],
+)
+def test_bad_seed003_settings_name_the_field(settings: dict[str, object], message: str) -> None:
+    with pytest.raises(SpecError) as info:
+        from_seed003_settings({"base_url": "http://h/v1", "model": "m", **settings})
+    assert str(info.value).startswith(message)
+
+
 def test_cli_strings_parse() -> None:
     assert parse_tier_mix("online=0.7, batch=0.2,offline=0.1") == {
         "online": 0.7,

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field, fields
+from functools import cache
 from typing import Any
+
+from pydantic import ConfigDict, TypeAdapter, ValidationError
 
 TIER_HEADER_DEFAULT = "X-Tiergate-Tier"
 ENDPOINTS = ("chat", "completions")
@@ -23,6 +26,9 @@ class Stage:
 
 @dataclass(slots=True)
 class WorkloadSpec:
+    # from_dict checks types with pydantic (lax: "8" is 8), finite numbers only.
+    __pydantic_config__ = ConfigDict(allow_inf_nan=False)
+
     base_url: str
     model: str
     api_key: str | None = None
@@ -131,16 +137,35 @@ class WorkloadSpec:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> WorkloadSpec:
+        """A workload from JSON: unknown fields, wrong types and broken rules all raise
+        SpecError naming the field (``stages[0].duration_s: ...``)."""
+        if not isinstance(data, dict):
+            raise SpecError("workload: must be an object")
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
             raise SpecError(f"{unknown[0]}: unknown workload field")
-        values = dict(data)
-        values["stages"] = [
-            Stage(int(s["concurrency"]), float(s["duration_s"])) if isinstance(s, dict) else s
-            for s in values.get("stages") or []
-        ]
-        return cls(**values)
+        try:
+            spec: WorkloadSpec = _adapter().validate_python(data)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            cause = (err.get("ctx") or {}).get("error")
+            if isinstance(cause, SpecError):  # a rule of validate(), already worded
+                raise cause from None
+            raise SpecError(f"{_path(err['loc'])}: {err['msg']}") from None
+        return spec
+
+
+@cache
+def _adapter() -> TypeAdapter[WorkloadSpec]:
+    return TypeAdapter(WorkloadSpec)
+
+
+def _path(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "workload"
 
 
 def parse_tier_mix(text: str) -> dict[str, float]:
@@ -180,14 +205,35 @@ def from_seed003_settings(
     never in that file (`api_key_env` names a variable); the console supplies it separately.
     Flat dicts with the same key names are accepted too.
     """
-    api = d.get("api", {}) if isinstance(d.get("api"), dict) else {}
-    load = d.get("load_test", d)
-    work = d.get("workload", d)
-    rate = float(load.get("request_rate") or 0)
-    duration = load.get("duration_seconds", load.get("duration"))
-    warmup = load.get("warmup_seconds", load.get("warmup", 0))
-    concurrency = load.get("concurrency")
-    url = base_url or api.get("base_url") or d.get("base_url")
+    sections = {
+        "api": d["api"] if isinstance(d.get("api"), dict) else {},
+        "load_test": d.get("load_test", d),
+        "workload": d.get("workload", d),
+    }
+    for name, section in sections.items():
+        if not isinstance(section, dict):
+            raise SpecError(f"{name}: must be an object")
+
+    def number(where: str, keys: tuple[str, ...], kind: type, default: Any) -> Any:
+        section = sections[where]
+        for key in (k for k in keys if section.get(k) is not None):
+            raw = section[key]
+            try:
+                value = kind(raw)
+                if isinstance(raw, bool) or not math.isfinite(value):
+                    raise ValueError
+                if kind is int and isinstance(raw, float) and not raw.is_integer():
+                    raise ValueError
+            except (TypeError, ValueError):
+                name = f"{where}.{key}" if section is not d else key
+                raise SpecError(f"{name}: must be a finite number, got {raw!r:.40}") from None
+            return value
+        return default
+
+    work = sections["workload"]
+    rate = number("load_test", ("request_rate",), float, 0.0)
+    duration = number("load_test", ("duration_seconds", "duration"), float, None)
+    url = base_url or sections["api"].get("base_url") or d.get("base_url")
     spec_model = model or work.get("model") or d.get("model")
     if not url:
         raise SpecError("base_url: not in the settings; give one")
@@ -196,14 +242,14 @@ def from_seed003_settings(
     return WorkloadSpec(
         base_url=str(url),
         model=str(spec_model),
-        concurrency=None if rate > 0 else int(concurrency or 1),
+        concurrency=None if rate > 0 else number("load_test", ("concurrency",), int, 1),
         rate=rate if rate > 0 else None,
-        duration_s=float(duration) if duration else None,
-        requests=None if duration else int(load.get("requests", 100)),
-        warmup_s=float(warmup or 0),
-        prompt_tokens=int(work.get("prompt_tokens", 128)),
-        max_tokens=int(work.get("max_output_tokens", work.get("output_tokens", 128))),
+        duration_s=duration or None,
+        requests=None if duration else number("load_test", ("requests",), int, 100),
+        warmup_s=number("load_test", ("warmup_seconds", "warmup"), float, 0.0),
+        prompt_tokens=number("workload", ("prompt_tokens",), int, 128),
+        max_tokens=number("workload", ("max_output_tokens", "output_tokens"), int, 128),
         stream=bool(work.get("stream", True)),
-        temperature=(float(work["temperature"]) if work.get("temperature") is not None else None),
-        timeout_s=float(api.get("timeout_seconds", 600)),
+        temperature=number("workload", ("temperature",), float, None),
+        timeout_s=number("api", ("timeout_seconds",), float, 600.0),
     )
