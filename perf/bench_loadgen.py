@@ -47,6 +47,7 @@ from console.bench.loadgen import WorkloadSpec, run_workload  # noqa: E402
 from console.bench.loadgen.client import _StreamState  # noqa: E402
 from console.bench.loadgen.sse import SSEDecoder  # noqa: E402
 from console.bench.loadgen.wire import Pool  # noqa: E402
+from gpu_agent.sim.testing import run_sim_process  # noqa: E402
 
 
 class Server:
@@ -189,10 +190,13 @@ def _ms(values: list[float], q: float) -> float:
 def bench_fidelity(quick: bool) -> None:
     """The load generator against the simulator's wire-level ground truth (`/sim/v1/requests`:
     the request's kernel receive time and the write of its first content chunk)."""
+    if PIN:  # the simulator on core 0 (below), the client on the others
+        os.sched_setaffinity(0, set(range(1, os.cpu_count() or 2)))
     for streams in (32, 128, 256):
-        with SimServer(streams) as sim:
+        flags = ["--max-num-seqs", str(streams), "--sim-wire-timestamps"]
+        with run_sim_process("bench", flags, preset=None, cpus={0} if PIN else None) as base:
             spec = WorkloadSpec(
-                base_url=f"{sim.base}/v1",
+                base_url=f"{base}/v1",
                 model="bench",
                 concurrency=streams,
                 requests=streams * (1 if quick else 2),
@@ -203,7 +207,8 @@ def bench_fidelity(quick: bool) -> None:
             )
             since = time.time()
             result = _uvloop_run(run_workload(spec))
-            truth = sim.truth(since)
+            with urllib.request.urlopen(f"{base}/sim/v1/requests?since={since}") as resp:
+                truth = {r["id"]: r for r in json.load(resp)["data"]}
         measured = [
             s for s in result.samples if s.ok and not s.warmup and s.ttft and s.response_id in truth
         ]
@@ -246,55 +251,6 @@ def bench_fidelity(quick: bool) -> None:
                 "flags": v["flags"],
             }
         )
-
-
-class SimServer:
-    """`gpu_agent.sim serve bench --sim-wire-timestamps` on a free port, pinned to core 0."""
-
-    def __init__(self, max_num_seqs: int) -> None:
-        import socket
-
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = sock.getsockname()[1]
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "gpu_agent.sim",
-                "serve",
-                "bench",
-                "--port",
-                str(port),
-                "--max-num-seqs",
-                str(max_num_seqs),
-                "--sim-wire-timestamps",
-            ],
-            cwd=ROOT,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        if PIN:
-            _pin(self.proc.pid)
-        self.base = f"http://127.0.0.1:{port}"
-        for _ in range(100):
-            try:
-                urllib.request.urlopen(f"{self.base}/health").close()
-                return
-            except OSError:
-                time.sleep(0.1)
-        raise RuntimeError("the simulator did not start")
-
-    def truth(self, since: float) -> dict[str, Any]:
-        with urllib.request.urlopen(f"{self.base}/sim/v1/requests?since={since}") as resp:
-            return {r["id"]: r for r in json.load(resp)["data"]}
-
-    def __enter__(self) -> SimServer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.proc.terminate()
-        self.proc.wait()
 
 
 # --- throughput per client core ----------------------------------------------------------------

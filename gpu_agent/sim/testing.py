@@ -46,12 +46,14 @@ def run_sim_process(
     *,
     preset: str | None = "tiny-test",
     startup_timeout_s: float = 20.0,
+    cpus: set[int] | None = None,
 ) -> Iterator[str]:
     """Run ``python -m gpu_agent.sim serve MODEL`` on a free port; yield ``http://127.0.0.1:N``.
 
     `extra_args` are any further flags (``["--max-num-seqs", "4", "--scheduling-policy",
     "priority"]``). `preset` picks ``--sim-preset`` (the fast ``tiny-test`` by default; None
-    leaves the simulator's default, an 8B model on an H100). The base URL has no ``/v1``: the
+    leaves the simulator's default, an 8B model on an H100); `cpus` pins the process to those
+    cores (benchmarks keep server and client apart). The base URL has no ``/v1``: the
     OpenAI client wants ``base_url + "/v1"``. The process is stopped on exit; one that dies or
     never answers /health raises RuntimeError with its output.
     """
@@ -75,6 +77,8 @@ def run_sim_process(
     # A file, not a pipe: nobody reads the output while the server runs, and a full pipe blocks.
     with tempfile.TemporaryFile() as output:
         process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, env=env)
+        if cpus is not None:
+            os.sched_setaffinity(process.pid, cpus)
 
         def failure(reason: str) -> RuntimeError:
             output.seek(0)
