@@ -20,6 +20,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from scheduler import SchedulerStats
+from scheduler.stats import nearest_rank
 
 # LLM first tokens range from milliseconds (short prompt, idle engine) to tens of seconds.
 TTFT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
@@ -33,11 +34,8 @@ CANCELLED = "cancelled"
 
 
 def percentile(sorted_values: list[float], q: float) -> float | None:
-    """Nearest-rank percentile of an already sorted list; None when empty."""
-    if not sorted_values:
-        return None
-    rank = max(1, -(-int(q * 100 * len(sorted_values)) // 100))  # ceil(q * n)
-    return sorted_values[min(rank, len(sorted_values)) - 1]
+    """Nearest-rank percentile of an already sorted list (the scheduler's); None when empty."""
+    return nearest_rank(sorted_values, q) if sorted_values else None
 
 
 @dataclass

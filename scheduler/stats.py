@@ -6,6 +6,7 @@ so memory and the cost of a summary do not grow with traffic.
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Sequence
 
@@ -77,10 +78,12 @@ def retry_after_s(tier: TierBook, now: float) -> float:
     return min(MAX_RETRY_AFTER_S, max(MIN_RETRY_AFTER_S, tier.depth / rate))
 
 
-def _percentile(ordered: list[float], q: float) -> float:
-    # Nearest-rank: the smallest sample with at least q of the samples at or below it.
-    index = max(0, min(len(ordered) - 1, int(-(-q * len(ordered) // 1)) - 1))
-    return ordered[index]
+def nearest_rank(ordered: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile of a sorted, non-empty sequence: the smallest sample with at
+    least q of the samples at or below it."""
+    # rank = ceil(q * n); rounded first so that 0.07 * 100 = 7.000000000000001 ranks 7, not 8.
+    rank = math.ceil(round(q * len(ordered), 9))
+    return ordered[max(0, min(len(ordered), rank) - 1)]
 
 
 def summarise_waits(waits: Sequence[float]) -> WaitSummary:
@@ -90,9 +93,9 @@ def summarise_waits(waits: Sequence[float]) -> WaitSummary:
     return WaitSummary(
         count=len(ordered),
         mean_s=sum(ordered) / len(ordered),
-        p50_s=_percentile(ordered, 0.50),
-        p90_s=_percentile(ordered, 0.90),
-        p99_s=_percentile(ordered, 0.99),
+        p50_s=nearest_rank(ordered, 0.50),
+        p90_s=nearest_rank(ordered, 0.90),
+        p99_s=nearest_rank(ordered, 0.99),
         max_s=ordered[-1],
     )
 
