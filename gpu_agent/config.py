@@ -49,14 +49,22 @@ class AgentOptions:
 
     @property
     def listen_url(self) -> str:
-        """Where others reach the gateway: --advertise-url, or the listen address; for a
-        wildcard listen, the local address this host uses towards the console."""
+        return self.resolve_listen_url()[0]
+
+    def resolve_listen_url(self) -> tuple[str, bool]:
+        """Where others reach the gateway, and whether that is settled: --advertise-url, or
+        the listen address; for a wildcard listen, the local address this host uses towards
+        the console (a name lookup: call it off the event loop). Not settled when that lookup
+        failed and 127.0.0.1 stands in."""
         if self.advertise_url:
-            return self.advertise_url
-        host = self.listen_host
+            return self.advertise_url, True
+        host, settled = self.listen_host.strip("[]"), True
         if host in ("0.0.0.0", "::", ""):
-            host = _local_address_towards(self.console_url) or "127.0.0.1"
-        return f"http://{host}:{self.listen_port}"
+            local = _local_address_towards(self.console_url)
+            host, settled = local or "127.0.0.1", local is not None
+        if ":" in host:  # IPv6 in a URL
+            host = f"[{host}]"
+        return f"http://{host}:{self.listen_port}", settled
 
 
 def _local_address_towards(url: str | None) -> str | None:
@@ -67,8 +75,9 @@ def _local_address_towards(url: str | None) -> str | None:
     if not host:
         return None
     try:
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-            probe.connect((host, 9))
+        family, _, _, _, address = socket.getaddrinfo(host, 9, type=socket.SOCK_DGRAM)[0]
+        with socket.socket(family, socket.SOCK_DGRAM) as probe:
+            probe.connect(address)
             return str(probe.getsockname()[0])
     except OSError:
         return None

@@ -58,6 +58,8 @@ class Reconciler:
         self.last_error = ""
         self._state: dict[str, Any] = state_file.load()
         self._failed_profile: int | None = None
+        self._listen_url = ""
+        self._listen_settled = False
         self._profile_task: asyncio.Task[None] | None = None
         self._task: asyncio.Task[None] | None = None
         self._client = httpx.AsyncClient(
@@ -127,7 +129,7 @@ class Reconciler:
         body: dict[str, Any] = {
             "agent_version": __version__,
             "mode": agent.options.mode,
-            "listen_url": agent.options.listen_url,
+            "listen_url": self._listen_url,
             "applied": dict(agent.applied),
             "keys_version": agent.keys.version,
             "health": agent.health(),
@@ -140,6 +142,16 @@ class Reconciler:
 
     async def beat(self) -> bool:
         """One heartbeat; True when the console accepted it."""
+        if not self._listen_settled:
+            # A name lookup: in a thread, not on the loop that serves the gateway; once settled
+            # it is not repeated, until then it is retried each beat (and said once).
+            first = not self._listen_url
+            self._listen_url, self._listen_settled = await asyncio.to_thread(
+                self.agent.options.resolve_listen_url
+            )
+            if not self._listen_settled and first:
+                log.warning("cannot tell this host's address towards the console; reporting %s",
+                            self._listen_url)
         seq, body = self.body()
         try:
             response = await self._client.post(self.url, json=body)
