@@ -24,13 +24,13 @@ from gpu_agent.nvml import NvmlReader
 from gpu_agent.supervisor import EngineStartError, EngineSupervisor
 from gpu_agent.telemetry import Telemetry
 from scheduler import AsyncDispatcher, ConfigError, Dispatcher, TierConfig, load_config_file
+from scheduler.config import DEFAULT_MAX_IN_FLIGHT
 
 log = logging.getLogger("gpu_agent")
 
 TIER_CONFIG = "tier_config"
 LAUNCH_PROFILE = "launch_profile"
 GATEWAY_KEYS = "gateway_keys"
-FALLBACK_MAX_IN_FLIGHT = 256  # DESIGN.md 3.1: when the launch profile's max_num_seqs is unknown
 
 
 class InputError(ValueError):
@@ -130,7 +130,7 @@ class Agent:
             seqs = self.supervisor.args.get("max_num_seqs")
             if isinstance(seqs, int) and seqs > 0:
                 return seqs
-        return FALLBACK_MAX_IN_FLIGHT
+        return DEFAULT_MAX_IN_FLIGHT  # DESIGN.md 3.1: the launch profile's max_num_seqs unknown
 
     def engine_health(self) -> str:
         if self.supervisor is not None and self.supervisor.state != "ok":
@@ -140,12 +140,19 @@ class Agent:
     # -- changes --------------------------------------------------------------------------
 
     def apply_tier_config(self, config: TierConfig, version: int | None = None) -> None:
-        """Hot reconfigure: queued and in-flight requests stay where they are."""
-        self.driver.reconfigure(config)
+        """Hot reconfigure: queued and in-flight requests stay where they are. Also called,
+        with the same config, after the engine's launch profile changed: a config without its
+        own cap follows the engine's max_num_seqs."""
+        self.driver.reconfigure(config, default_max_in_flight=self.default_max_in_flight)
         self.config = config
         self.applied[TIER_CONFIG] = version
         self.apply_errors.pop(TIER_CONFIG, None)
         log.info("tier config %s applied", version if version is not None else "(file)")
+
+    def follow_engine_limits(self) -> None:
+        """After the engine's command line changed: a tier config without its own cap on
+        requests in flight follows the new max_num_seqs."""
+        self.driver.reconfigure(self.config, default_max_in_flight=self.default_max_in_flight)
 
     # -- lifecycle ------------------------------------------------------------------------
 

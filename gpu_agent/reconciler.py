@@ -72,10 +72,18 @@ class Reconciler:
     def restore(self) -> None:
         """Apply the saved tier config, keys and (managed mode) launch command line."""
         agent = self.agent
+        # The engine's command line first: the tier config's default cap follows its max_num_seqs.
+        profile = self._state.get(LAUNCH_PROFILE)
+        if agent.supervisor is not None and isinstance(profile, dict):
+            argv = profile.get("argv")
+            if isinstance(argv, list) and argv and all(isinstance(a, str) for a in argv):
+                agent.supervisor.argv = list(argv)
+                agent.applied[LAUNCH_PROFILE] = profile.get("id")
+                agent.follow_engine_limits()
         saved = self._state.get(TIER_CONFIG)
         if isinstance(saved, dict) and isinstance(saved.get("config"), dict):
             try:
-                config = parse_config(saved["config"])
+                config = parse_config(saved["config"], default_max_in_flight=agent.default_max_in_flight)
             except ConfigError as exc:
                 log.warning("saved tier config is invalid, not used: %s", exc)
             else:
@@ -86,12 +94,6 @@ class Reconciler:
                 agent.keys.replace(parse_keys(keys), str(self._state.get("keys_version", "")))
             except KeysError as exc:
                 log.warning("saved gateway keys are invalid, not used: %s", exc)
-        profile = self._state.get(LAUNCH_PROFILE)
-        if agent.supervisor is not None and isinstance(profile, dict):
-            argv = profile.get("argv")
-            if isinstance(argv, list) and argv and all(isinstance(a, str) for a in argv):
-                agent.supervisor.argv = list(argv)
-                agent.applied[LAUNCH_PROFILE] = profile.get("id")
 
     def _save(self) -> None:
         try:
@@ -255,6 +257,7 @@ class Reconciler:
         agent.telemetry.models = None
         agent.applied[LAUNCH_PROFILE] = version
         agent.apply_errors.pop(LAUNCH_PROFILE, None)
+        agent.follow_engine_limits()
         self._state[LAUNCH_PROFILE] = {
             "id": version,
             "name": wanted.get("name"),

@@ -178,9 +178,15 @@ class Dispatcher:
         self._tiers = tiers
         self._order = list(tiers.values())
 
-    def reconfigure(self, config: TierConfig, now: float) -> None:
-        """Switch to a new config without dropping any request (see the module docstring)."""
+    def reconfigure(
+        self, config: TierConfig, now: float, *, default_max_in_flight: int | None = None
+    ) -> None:
+        """Switch to a new config without dropping any request (see the module docstring).
+        `default_max_in_flight` replaces the cap used when the config sets none (the engine's
+        max_num_seqs changed with a new launch profile)."""
         del now  # decisions under the new config happen at the next poll
+        if default_max_in_flight is not None:
+            self._default_max_in_flight = default_max_in_flight
         self._apply(config)
         fallback = self._order[-1]
         entries = sorted(self._queued.values(), key=lambda e: e.seq)

@@ -128,8 +128,10 @@ class AsyncDispatcher:
                 self._schedule_pump()
             raise
 
-    def reconfigure(self, config: TierConfig) -> None:
-        self.dispatcher.reconfigure(config, self._clock())
+    def reconfigure(self, config: TierConfig, *, default_max_in_flight: int | None = None) -> None:
+        self.dispatcher.reconfigure(
+            config, self._clock(), default_max_in_flight=default_max_in_flight
+        )
         self._schedule_pump()
 
     def stats(self) -> SchedulerStats:

@@ -27,7 +27,9 @@ def test_a_restarted_agent_restores_the_profile_on_the_nodes_port(tmp_path: Path
     saved = {"launch_profile": {"id": 7, "name": "wider", "argv": PROFILE, "args": {}}}
     (tmp_path / "state.json").write_text(json.dumps(saved))
     supervisor = EngineSupervisor(NODE, simulate=True)
-    agent = SimpleNamespace(supervisor=supervisor, applied={"launch_profile": None})
+    agent = SimpleNamespace(
+        supervisor=supervisor, applied={"launch_profile": None}, follow_engine_limits=lambda: None
+    )
     Reconciler(agent, "http://console", "token", StateFile(tmp_path)).restore()  # type: ignore[arg-type]
     assert agent.applied["launch_profile"] == 7
     assert supervisor.args["max_num_seqs"] == 16
@@ -44,3 +46,18 @@ def test_a_desired_profile_without_a_command_line_is_reported(tmp_path: Path) ->
     assert agent.apply_errors["launch_profile"]["version"] == 3
     assert "no engine command line" in agent.apply_errors["launch_profile"]["error"]
     assert supervisor.argv == NODE  # nothing started
+
+
+def test_the_default_cap_on_requests_in_flight_follows_the_engines_max_num_seqs() -> None:
+    from gpu_agent.agent import Agent
+    from gpu_agent.config import parse_args
+    from scheduler import default_config
+
+    options = parse_args(["--engine-cmd", " ".join(NODE), "--listen", "127.0.0.1:1",
+                          "--tier-config", "x", "--keys", "y"])
+    supervisor = EngineSupervisor(NODE, simulate=True)
+    agent = Agent(options, default_config(), [], supervisor=supervisor)
+    assert agent.driver.dispatcher.max_in_flight == 8  # the seed config sets no cap of its own
+    supervisor.argv = PROFILE
+    agent.follow_engine_limits()
+    assert agent.driver.dispatcher.max_in_flight == 16
