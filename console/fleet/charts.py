@@ -14,6 +14,7 @@ from plotly.subplots import make_subplots
 from console.fleet.models import Node, TelemetrySample
 
 WINDOW = timedelta(hours=1)
+MAX_POINTS = 720  # per trace: an hour of 1 s samples is drawn as 5 s buckets
 TIER_COLOURS = {"online": "#2357c6", "batch": "#b26b00", "offline": "#68717d"}
 
 
@@ -24,6 +25,33 @@ def window_rows(node: Node, now: datetime | None = None) -> list[tuple[Any, ...]
         .order_by("ts")
         .values_list("ts", "gpu_util", "kv_cache_usage", "tiers", "gpu_source")
     )
+
+
+def downsample(rows: list[tuple[Any, ...]], max_points: int = MAX_POINTS) -> list[tuple[Any, ...]]:
+    """At most `max_points` rows, each standing for a run of consecutive samples: the run's last
+    time, its mean utilisation and KV use, and per tier its largest depth and TTFT P99 (a
+    spike must survive the drawing)."""
+    if len(rows) <= max_points:
+        return rows
+    size = -(-len(rows) // max_points)
+    out = []
+    for start in range(0, len(rows), size):
+        run = rows[start : start + size]
+        tiers: dict[str, dict[str, Any]] = {}
+        for row in run:
+            for tier, figures in (row[3] or {}).items():
+                merged = tiers.setdefault(tier, {})
+                for key in ("depth", "ttft_p99_s"):
+                    value = figures.get(key)
+                    if value is not None and (merged.get(key) is None or value > merged[key]):
+                        merged[key] = value
+        out.append((run[-1][0], _mean(r[1] for r in run), _mean(r[2] for r in run), tiers, run[-1][4]))
+    return out
+
+
+def _mean(values: Any) -> float | None:
+    present = [v for v in values if v is not None]
+    return sum(present) / len(present) if present else None
 
 
 def node_figure(rows: list[tuple[Any, ...]], simulated: bool = False) -> go.Figure:
@@ -57,7 +85,12 @@ def node_figure(rows: list[tuple[Any, ...]], simulated: bool = False) -> go.Figu
     return fig
 
 
+def node_figure_json(node: Node, now: datetime | None = None) -> str:
+    """The last hour's figure as Plotly JSON, downsampled for drawing."""
+    return str(node_figure(downsample(window_rows(node, now)), simulated=node.is_simulated).to_json())
+
+
 def node_figure_dict(node: Node, now: datetime | None = None) -> dict[str, Any]:
     """The figure as plain JSON data, for the template's json_script."""
-    figure: dict[str, Any] = json.loads(node_figure(window_rows(node, now), simulated=node.is_simulated).to_json())
+    figure: dict[str, Any] = json.loads(node_figure_json(node, now))
     return figure

@@ -7,7 +7,7 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.cache import never_cache
@@ -111,10 +111,10 @@ def node_status(request: HttpRequest, pk: int) -> HttpResponse:
 @require_GET
 @login_required
 @never_cache
-def node_figure(request: HttpRequest, pk: int) -> JsonResponse:
+def node_figure(request: HttpRequest, pk: int) -> HttpResponse:
     """The node page's last-hour chart as Plotly JSON, for its periodic redraw."""
     require_role(request, VIEWER)
-    return JsonResponse(charts.node_figure_dict(get_object_or_404(Node, pk=pk)))
+    return HttpResponse(charts.node_figure_json(get_object_or_404(Node, pk=pk)), content_type="application/json")
 
 
 @require_POST

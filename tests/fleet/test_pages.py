@@ -187,3 +187,21 @@ def test_admin_pages_render(superuser: Any, node_and_token: Any) -> None:
     for path in ["/admin/fleet/node/", f"/admin/fleet/node/{node.pk}/change/", "/admin/fleet/endpoint/",
                  "/admin/fleet/gatewaykey/", "/admin/fleet/telemetrysample/"]:
         assert client.get(path).status_code == 200, path
+
+
+def test_an_hour_of_samples_is_drawn_downsampled_keeping_the_spikes() -> None:
+    from datetime import UTC, datetime
+
+    from console.fleet.charts import MAX_POINTS, downsample
+
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    rows = [(start + timedelta(seconds=i), 0.5, None, {"online": {"depth": 1, "ttft_p99_s": 0.1}}, "nvml")
+            for i in range(3600)]
+    rows[1234] = (rows[1234][0], 1.0, 0.4, {"online": {"depth": 9, "ttft_p99_s": 2.5}}, "nvml")
+    drawn = downsample(rows)
+    assert len(drawn) == MAX_POINTS and drawn[-1][0] == rows[-1][0]
+    assert max(r[3]["online"]["ttft_p99_s"] for r in drawn) == 2.5  # the spike survives
+    assert max(r[3]["online"]["depth"] for r in drawn) == 9
+    assert sum(r[1] for r in drawn) / len(drawn) == pytest.approx((0.5 * 3599 + 1.0) / 3600, rel=1e-3)
+    assert [r[2] for r in drawn].count(None) == MAX_POINTS - 1
+    assert downsample(rows[:10]) == rows[:10]
