@@ -155,23 +155,23 @@ def rotate_node_token(node: Node, user: Any, request: HttpRequest | None = None)
 
 
 def update_node(node: Node, user: Any, request: HttpRequest | None = None, **fields: Any) -> Node:
-    before = node.audit_dict()
-    for name in ("name", "labels"):
-        if name in fields:
-            setattr(node, name, fields[name])
+    """Name, labels and desired versions change together or not at all."""
     with transaction.atomic():
+        before = node.audit_dict()
+        for name in ("name", "labels"):
+            if name in fields:
+                setattr(node, name, fields[name])
         node.save(update_fields=["name", "labels"])
         record(action=Action.UPDATE, obj=node, before=before, after=node.audit_dict(), user=user, request=request)
-    if "desired_tier_config" in fields or "desired_launch_profile" in fields:
-        set_desired([node], tier_config=fields.get("desired_tier_config"),
-                    launch_profile=fields.get("desired_launch_profile"), user=user, reason="set by hand",
-                    request=request)
-        # An explicit null stops wanting that kind (the agent keeps what it applied).
-        cleared = [name for name in ("desired_tier_config", "desired_launch_profile")
-                   if name in fields and fields[name] is None and getattr(node, f"{name}_id") is not None]
-        if cleared:
-            before = node.audit_dict()
-            with transaction.atomic():
+        if "desired_tier_config" in fields or "desired_launch_profile" in fields:
+            set_desired([node], tier_config=fields.get("desired_tier_config"),
+                        launch_profile=fields.get("desired_launch_profile"), user=user, reason="set by hand",
+                        request=request)
+            # An explicit null stops wanting that kind (the agent keeps what it applied).
+            cleared = [name for name in ("desired_tier_config", "desired_launch_profile")
+                       if name in fields and fields[name] is None and getattr(node, f"{name}_id") is not None]
+            if cleared:
+                before = node.audit_dict()
                 for name in cleared:
                     setattr(node, name, None)
                 node.save(update_fields=cleared)

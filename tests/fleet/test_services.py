@@ -50,3 +50,18 @@ def test_env_parser_reads_the_seed_convention_and_quotes() -> None:
     assert "export MY_ENDPOINT_MODEL_DEFAULT=b" in text and "export MY_ENDPOINT_MODEL_1=a" in text
     [again] = parse_env(text)
     assert again.default_model == "b" and set(again.model_ids) == {"a", "b"}
+
+
+def test_a_node_update_that_fails_half_way_changes_nothing(monkeypatch: pytest.MonkeyPatch,
+                                                           tier_config: Any) -> None:
+    node, _ = services.create_node("gpu-x-01", ["a"], None)
+    events = AuditEvent.objects.count()
+
+    def broken(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("database went away")
+
+    monkeypatch.setattr(services, "set_desired", broken)
+    with pytest.raises(RuntimeError):
+        services.update_node(node, None, name="gpu-x-renamed", desired_tier_config=tier_config)
+    node.refresh_from_db()
+    assert node.name == "gpu-x-01" and AuditEvent.objects.count() == events

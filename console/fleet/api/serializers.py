@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db import transaction
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -120,11 +121,13 @@ class NodeSerializer(_AuditContext, serializers.ModelSerializer):
 
     def create(self, validated_data: dict[str, Any]) -> Node:
         user, request = self._who()
-        node, token = services.create_node(validated_data["name"], validated_data.get("labels", []), user, request)
-        tier, profile = validated_data.get("desired_tier_config"), validated_data.get("desired_launch_profile")
-        if tier is not None or profile is not None:
-            services.set_desired([node], tier_config=tier, launch_profile=profile, user=user,
-                                 reason="set at creation", request=request)
+        with transaction.atomic():  # a node is created with its desired versions, or not at all
+            node, token = services.create_node(validated_data["name"], validated_data.get("labels", []), user,
+                                               request)
+            tier, profile = validated_data.get("desired_tier_config"), validated_data.get("desired_launch_profile")
+            if tier is not None or profile is not None:
+                services.set_desired([node], tier_config=tier, launch_profile=profile, user=user,
+                                     reason="set at creation", request=request)
         node._one_time_token = token
         return node
 
