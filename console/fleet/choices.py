@@ -32,7 +32,3 @@ class NodeStatus(models.TextChoices):
     DOWN = "down", "engine down"
     STALE = "stale", "stale"
 
-
-# The tier names every tier config is expected to know; a gateway key may name any of these
-# or any queue of a tier config some node is meant to run.
-DEFAULT_TIERS = ("online", "batch", "offline")

@@ -33,9 +33,10 @@ from django.utils import timezone
 from console.audit.choices import Action
 from console.audit.services import record
 from console.fleet import crypto
-from console.fleet.choices import DEFAULT_TIERS, EndpointKind
+from console.fleet.choices import EndpointKind
 from console.fleet.envfile import parse_env
 from console.fleet.models import Endpoint, GatewayKey, Node, validate_base_url
+from scheduler import ConfigError, default_config
 
 ENDPOINT_FIELDS = ("name", "base_url", "models", "default_model", "kind", "node")
 
@@ -231,11 +232,13 @@ def allowed_tiers() -> set[str]:
     """Tier names a key may name: the usual three and every queue of a desired tier config."""
     from console.tuning.models import TierConfigVersion
 
-    names = set(DEFAULT_TIERS)
+    names = set(default_config().scheduler.queues)
     ids = Node.objects.exclude(desired_tier_config=None).values_list("desired_tier_config", flat=True)
-    for config in TierConfigVersion.objects.filter(pk__in=ids).values_list("config", flat=True):
-        queues = ((config or {}).get("scheduler") or {}).get("queues") or {}
-        names.update(str(name) for name in queues)
+    for version in TierConfigVersion.objects.filter(pk__in=ids):
+        try:
+            names.update(version.parsed().scheduler.queues)
+        except ConfigError:  # stored under an older schema: its tiers are not offered
+            continue
     return names
 
 
