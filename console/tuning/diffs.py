@@ -7,6 +7,7 @@ unset argument means "the engine's default", which is a real difference from any
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -27,6 +28,15 @@ class DiffRow:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def display_rows(rows: list[DiffRow]) -> list[dict[str, Any]]:
+    """Rows for a diff table: values as JSON text, absent ones empty."""
+
+    def text(value: Any) -> str:
+        return "" if value is None else json.dumps(value)
+
+    return [{"path": r.path, "kind": r.kind, "old": text(r.old), "new": text(r.new)} for r in rows]
 
 
 def _kind(old: Any, new: Any) -> str:

@@ -27,6 +27,15 @@ from console.tuning.rollouts.choices import (
 _VERSION_FK: dict[str, Any] = {"null": True, "blank": True, "on_delete": models.PROTECT, "related_name": "+"}
 
 
+class RolloutQuerySet(models.QuerySet["Rollout"]):
+    def with_progress(self) -> RolloutQuerySet:
+        """Newest first, with `node_count` and `nodes_done` (applied and healthy) per rollout."""
+        return self.select_related("tier_config", "launch_profile", "created_by").annotate(
+            node_count=models.Count("nodes"),
+            nodes_done=models.Count("nodes", filter=models.Q(nodes__state=NodeState.HEALTHY)),
+        ).order_by("-created_at", "-id")
+
+
 class Rollout(models.Model):
     kind = models.CharField(max_length=10, choices=RolloutKind.choices, default=RolloutKind.ROLLOUT)
     rollback_of = models.ForeignKey(
@@ -74,6 +83,8 @@ class Rollout(models.Model):
     class Meta:
         ordering = ["-created_at", "-id"]
         indexes = [models.Index(fields=["state"], name="tuning_rollout_state")]
+
+    objects = RolloutQuerySet.as_manager()
 
     def __str__(self) -> str:
         return f"{self.get_kind_display()} #{self.pk}"

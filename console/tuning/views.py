@@ -19,7 +19,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 
 from console.core.roles import OPERATOR, VIEWER, has_role, require_role
 from console.tuning import services
-from console.tuning.diffs import DiffRow
+from console.tuning.diffs import display_rows
 from console.tuning.forms import LaunchProfileForm, TierConfigForm
 from console.tuning.kube import dns_name, render_yaml
 from console.tuning.models import LaunchProfileVersion, TierConfigVersion, VersionedDocument
@@ -82,13 +82,6 @@ def _pretty(value: Any) -> str:
     return json.dumps(value, indent=2)
 
 
-def _diff_rows(rows: list[DiffRow]) -> list[dict[str, Any]]:
-    def text(value: Any) -> str:
-        return "" if value is None else json.dumps(value)
-
-    return [{"path": r.path, "kind": r.kind, "old": text(r.old), "new": text(r.new)} for r in rows]
-
-
 @login_required
 @require_GET
 def version_list(request: HttpRequest, kind: Kind) -> HttpResponse:
@@ -131,7 +124,7 @@ def version_detail(request: HttpRequest, kind: Kind, pk: int) -> HttpResponse:
     others = kind.model.objects.exclude(pk=obj.pk).order_by("name", "-version")[:DIFF_CHOICES]
     context: dict[str, Any] = {
         "kind": kind, "obj": obj, "previous": previous, "against": against,
-        "rows": _diff_rows(obj.diff_from(against)),  # type: ignore[arg-type]
+        "rows": display_rows(obj.diff_from(against)),  # type: ignore[arg-type]
         "others": others, "document": _pretty(_document(obj)),
         "can_create": has_role(request.user, OPERATOR),
     }

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Count, Q, QuerySet
+from django.db.models import QuerySet
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
@@ -21,7 +21,7 @@ from console.fleet.models import Node
 from console.tuning.models import LaunchProfileVersion, TierConfigVersion
 from console.tuning.models_rollouts import Rollout, RolloutEvent, RolloutNode
 from console.tuning.rollouts import services
-from console.tuning.rollouts.choices import NodeSelection, NodeState
+from console.tuning.rollouts.choices import NodeSelection
 
 
 class RolloutNodeSerializer(serializers.ModelSerializer):
@@ -113,9 +113,7 @@ class RolloutViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.
     required_role = OPERATOR
 
     def get_queryset(self) -> QuerySet[Any]:
-        qs = Rollout.objects.select_related("tier_config", "launch_profile", "created_by").annotate(
-            node_count=Count("nodes"), nodes_done=Count("nodes", filter=Q(nodes__state=NodeState.HEALTHY)),
-        ).order_by("-created_at", "-id")
+        qs = Rollout.objects.with_progress()
         if self.action == "retrieve":
             qs = qs.prefetch_related("nodes__node", "events__node")
         state = self.request.query_params.get("state")

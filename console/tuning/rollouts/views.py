@@ -4,20 +4,18 @@ rollout, roll back a version to the previous one)."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.db.models import Count, Q
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from console.core.roles import OPERATOR, VIEWER, has_role, require_role
-from console.tuning.diffs import DiffRow
+from console.tuning.diffs import display_rows
 from console.tuning.models import LaunchProfileVersion, TierConfigVersion
 from console.tuning.models_rollouts import Rollout
 from console.tuning.rollouts import services
@@ -25,13 +23,6 @@ from console.tuning.rollouts.choices import NodeState
 from console.tuning.rollouts.forms import RolloutForm
 
 PER_PAGE = 30
-
-
-def _rows(rows: list[DiffRow]) -> list[dict[str, Any]]:
-    def text(value: Any) -> str:
-        return "" if value is None else json.dumps(value)
-
-    return [{"path": r.path, "kind": r.kind, "old": text(r.old), "new": text(r.new)} for r in rows]
 
 
 def _diffs(rollout: Rollout) -> list[dict[str, Any]]:
@@ -51,7 +42,7 @@ def _diffs(rollout: Rollout) -> list[dict[str, Any]]:
                 befores[prev] = befores.get(prev, 0) + 1
         older = model.objects.filter(pk=max(befores, key=befores.__getitem__)).first() if befores else None
         out.append({"title": title, "target": target, "against": older,
-                    "rows": _rows(target.diff_from(older)) if older is not None else [],
+                    "rows": display_rows(target.diff_from(older)) if older is not None else [],
                     "detail_name": f"tuning:{kind.replace('_', '')}-detail"})
     return out
 
@@ -74,9 +65,7 @@ def _live_context(request: HttpRequest, rollout: Rollout) -> dict[str, Any]:
 @require_GET
 def rollout_list(request: HttpRequest) -> HttpResponse:
     require_role(request, VIEWER)
-    qs = Rollout.objects.select_related("tier_config", "launch_profile", "created_by").annotate(
-        node_count=Count("nodes"), nodes_done=Count("nodes", filter=Q(nodes__state=NodeState.HEALTHY)),
-    ).order_by("-created_at", "-id")
+    qs = Rollout.objects.with_progress()
     page = Paginator(qs, PER_PAGE).get_page(request.GET.get("page"))
     return render(request, "tuning/rollout_list.html", {"page": page, "can_create": has_role(request.user, OPERATOR)})
 
