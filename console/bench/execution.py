@@ -44,15 +44,6 @@ class _Reporter:
         self.caller = threading.get_ident()
 
     def __call__(self, progress: Progress) -> None:
-        if _in_event_loop():
-            # loadgen's last report comes from inside the loop, where Django refuses the ORM.
-            helper = threading.Thread(target=self.write, args=(progress,))
-            helper.start()
-            helper.join()
-        else:
-            self.write(progress)
-
-    def write(self, progress: Progress) -> None:
         try:
             BenchmarkRun.objects.filter(pk=self.run_id, status=RunStatus.RUNNING).update(
                 progress_percent=min(progress.percent, 100.0), elapsed_s=progress.elapsed_s,
@@ -66,14 +57,6 @@ class _Reporter:
             if threading.get_ident() != self.caller:
                 # Helper threads come and go with the event loop's executor; leave no connection.
                 connections.close_all()
-
-
-def _in_event_loop() -> bool:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return False
-    return True
 
 
 def _beat(run_id: int) -> None:

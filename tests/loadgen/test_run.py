@@ -160,3 +160,12 @@ async def test_poisson_arrivals_are_seeded_and_average_the_rate(refserver: Any) 
         b - a for a, b in itertools.pairwise(sorted(s.scheduled_time or 0 for s in again.samples))
     ]
     assert again_gaps == pytest.approx(gaps, abs=1e-3)
+
+
+async def test_every_progress_report_comes_from_a_worker_thread(refserver: Any) -> None:
+    loop_thread = threading.get_ident()
+    seen: list[tuple[int, float]] = []
+    spec = WorkloadSpec(base_url=refserver.base_url, model="m", concurrency=4, requests=8, max_tokens=4)
+    await run_workload(spec, on_progress=lambda p: seen.append((threading.get_ident(), p.percent)))
+    assert seen and seen[-1][1] == 100.0  # the final report too
+    assert all(ident != loop_thread for ident, _ in seen)

@@ -120,7 +120,7 @@ def test_json_workloads_with_wrong_types_name_the_field(data: dict[str, object],
     with pytest.raises(SpecError) as info:
         WorkloadSpec.from_dict(workload)
     assert str(info.value).startswith(message)
-    with pytest.raises(SpecError, match="^workload: must be an object"):
+    with pytest.raises(SpecError, match=r"^workload: must be an object"):
         WorkloadSpec.from_dict([1])  # type: ignore[arg-type]
 
 

@@ -267,11 +267,10 @@ async def run_workload(
             sample.itl_raw = None
     if on_progress is not None:
         final = run.progress()
-        on_progress(
-            Progress(
-                100.0, final.elapsed_s, final.requests_done, final.errors, final.current_p99_ttft_s
-            )
+        done = Progress(
+            100.0, final.elapsed_s, final.requests_done, final.errors, final.current_p99_ttft_s
         )
+        await asyncio.to_thread(on_progress, done)  # like every report: from a worker thread
     return RunResult(
         spec=spec.to_dict(),
         started_at=started_at,

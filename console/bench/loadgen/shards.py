@@ -138,6 +138,14 @@ async def run_sharded(
         proc.stdin.close()
         procs.append(proc)
 
+    reporting = asyncio.Lock()
+
+    async def report(progress: Progress) -> None:
+        # As run_workload promises: from a worker thread, never two at once, never on the loop.
+        assert on_progress is not None
+        async with reporting:
+            await asyncio.to_thread(on_progress, progress)
+
     async def read(i: int) -> dict[str, Any]:
         stream = procs[i].stdout
         assert stream is not None
@@ -147,7 +155,7 @@ async def run_sharded(
             if "progress" in message:
                 latest[i] = Progress(**message["progress"])
                 if on_progress is not None and all(latest):
-                    on_progress(_combine([p for p in latest if p is not None]))
+                    await report(_combine([p for p in latest if p is not None]))
             elif "result" in message:
                 result = message["result"]
         await procs[i].wait()
@@ -181,7 +189,7 @@ async def run_sharded(
     result = merge(spec, list(parts), cancelled)
     if on_progress is not None:
         final = _combine([p for p in latest if p is not None]) if all(latest) else None
-        on_progress(
+        await report(
             Progress(
                 100.0,
                 final.elapsed_s if final else 0.0,
@@ -213,7 +221,7 @@ async def _child() -> None:
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, cancel.set)
     await asyncio.sleep(max(payload["start_at"] - time.time(), 0))
 
-    lock = threading.Lock()  # progress comes from a worker thread, the final one from here
+    lock = threading.Lock()  # progress comes from worker threads, the result from here
 
     def report(progress: Progress) -> None:
         line = json.dumps({"progress": dataclasses.asdict(progress)})
