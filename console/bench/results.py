@@ -73,9 +73,10 @@ def telemetry_rows(run: BenchmarkRun) -> list[dict[str, Any]]:
              "t": (r["ts"] - run.started_at).total_seconds()} for r in rows]
 
 
-def compare_runs(a: BenchmarkRun, b: BenchmarkRun) -> dict[str, Any]:
-    """Per tier (and overall): percentile deltas with verdicts, throughput deltas; the config diff."""
-    arrays_a, arrays_b = sample_arrays(a), sample_arrays(b)
+def compare_runs(a: BenchmarkRun, b: BenchmarkRun, arrays: tuple[Arrays, Arrays] | None = None) -> dict[str, Any]:
+    """Per tier (and overall): percentile deltas with verdicts, throughput deltas; the config diff.
+    `arrays`: both runs' sample arrays when the caller has them already (the page charts them too)."""
+    arrays_a, arrays_b = arrays or (sample_arrays(a), sample_arrays(b))
     tiers = sorted(set(arrays_a) | set(arrays_b), key=tier_sort_key)
     result: dict[str, Any] = {}
     for tier in tiers:

@@ -172,11 +172,12 @@ def compare(request: HttpRequest) -> HttpResponse:
     context: dict[str, Any] = {"choices": finished, "a_id": a_id, "b_id": b_id, "comparison": None}
     if a_id.isdigit() and b_id.isdigit():
         a, b = _run(int(a_id)), _run(int(b_id))
-        comparison = results.compare_runs(a, b)
+        arrays = results.sample_arrays(a), results.sample_arrays(b)  # read once: verdicts and charts
+        comparison = results.compare_runs(a, b, arrays)
         context.update({
             "a": a, "b": b, "comparison": comparison,
             "tiers": sorted(comparison["tiers"].items(), key=lambda kv: results.tier_sort_key(kv[0])),
-            "figures": charts.compare_figures(comparison, results.sample_arrays(a), results.sample_arrays(b),
+            "figures": charts.compare_figures(comparison, *arrays,
                                               results.telemetry_rows(a), results.telemetry_rows(b)),
             "diff_json": [{**row, "old": json.dumps(row["old"]), "new": json.dumps(row["new"])}
                           for row in comparison["config_diff"]],
