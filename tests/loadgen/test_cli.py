@@ -66,7 +66,19 @@ def test_it_exits_nonzero_when_nothing_succeeds() -> None:
     assert "first error" in proc.stdout
 
 
-def test_bad_options_name_the_field() -> None:
+def test_bad_options_name_the_field(tmp_path: Path) -> None:
     proc = loadgen("--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--tier-mix", "online")
     assert proc.returncode == 2
     assert "tier_mix" in proc.stderr
+    # Each refused before any request is sent: a usage error (2), naming what is wrong.
+    base = ["--base-url", "http://127.0.0.1:9/v1", "--model", "m"]
+    cases = [
+        (["--tier-priority", "online=abc"], "tier_priority.online: must be an integer"),
+        (["--tier-priority", "online=1.7"], "tier_priority.online: must be an integer"),
+        (["--prompts-file", str(tmp_path / "missing.jsonl")], "prompts_file: cannot read"),
+        (["--json", str(tmp_path / "no-such-dir" / "out.json")], "--json: cannot write"),
+    ]
+    for extra, message in cases:
+        proc = loadgen(*base, *extra)
+        assert proc.returncode == 2 and message in proc.stderr, (extra, proc.stderr)
+        assert "first error" not in proc.stdout

@@ -9,8 +9,10 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
+from console.bench.loadgen.prompts import load_prompts_file
 from console.bench.loadgen.runner import run_workload
 from console.bench.loadgen.spec import (
     TIER_HEADER_DEFAULT,
@@ -18,6 +20,7 @@ from console.bench.loadgen.spec import (
     WorkloadSpec,
     parse_stages,
     parse_tier_mix,
+    parse_tier_priority,
 )
 from console.bench.loadgen.stats import OVERALL
 from console.bench.loadgen.types import Progress, RunResult
@@ -102,11 +105,7 @@ def spec_from_args(args: argparse.Namespace) -> WorkloadSpec:
         seed=args.seed,
         tier_mix=parse_tier_mix(args.tier_mix) if args.tier_mix else {},
         tier_header=args.tier_header,
-        tier_priority=(
-            {t: int(w) for t, w in parse_tier_mix(args.tier_priority).items()}
-            if args.tier_priority
-            else {}
-        ),
+        tier_priority=parse_tier_priority(args.tier_priority),
         timeout_s=args.timeout,
         slo_ttft_ms=args.slo_ttft_ms,
         slo_tpot_ms=args.slo_tpot_ms,
@@ -202,16 +201,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         spec = spec_from_args(args)
+        if spec.prompts_file:
+            load_prompts_file(spec.prompts_file)  # a bad file is a usage error, not a crash mid-run
     except SpecError as exc:
         parser.error(str(exc))
+    out = Path(args.json_path) if args.json_path else None
+    if out is not None and not os.access(out.parent, os.W_OK):
+        parser.error(f"--json: cannot write into {out.parent}")  # before the run, not after it
     with _runner() as runner:
         result = runner.run(_run(spec, args.quiet))
     if not args.quiet and sys.stderr.isatty():
         sys.stderr.write("\n")
     print(format_summary(result))
-    if args.json_path:
-        with open(args.json_path, "w", encoding="utf-8") as handle:
+    if out is not None:
+        partial = out.with_name(out.name + ".partial")
+        with open(partial, "w", encoding="utf-8") as handle:
             json.dump(result.to_json_dict(), handle, indent=1)
+        partial.replace(out)  # whole or not at all
     overall = result.summary[OVERALL]
     if overall["count"] and overall["completed"] == 0:
         return 1  # nothing succeeded: scripts and CI should notice

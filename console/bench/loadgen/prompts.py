@@ -50,32 +50,36 @@ def load_prompts_file(path: str | Path) -> list[PromptRecord]:
     """Read a JSONL file: each line `{"prompt": str}` or `{"messages": [...]}` plus optional
     `max_tokens` and `tier`. Errors name the line."""
     records: list[PromptRecord] = []
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                item = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise SpecError(f"prompts_file line {number}: invalid JSON ({exc.msg})") from exc
-            if not isinstance(item, dict):
-                raise SpecError(f"prompts_file line {number}: expected an object")
-            prompt, messages = item.get("prompt"), item.get("messages")
-            if (prompt is None) == (messages is None):
-                raise SpecError(f"prompts_file line {number}: give exactly one of prompt, messages")
-            if prompt is not None and not isinstance(prompt, str):
-                raise SpecError(f"prompts_file line {number}.prompt: must be a string")
-            if messages is not None and not (
-                isinstance(messages, list) and all(isinstance(m, dict) for m in messages)
-            ):
-                raise SpecError(f"prompts_file line {number}.messages: must be a list of objects")
-            max_tokens = item.get("max_tokens")
-            if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
-                raise SpecError(f"prompts_file line {number}.max_tokens: must be an integer >= 1")
-            tier = item.get("tier")
-            if tier is not None and not isinstance(tier, str):
-                raise SpecError(f"prompts_file line {number}.tier: must be a string")
-            records.append(PromptRecord(prompt, messages, max_tokens, tier))
+    try:
+        with open(path, encoding="utf-8") as handle:
+            lines = handle.read().splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError(f"prompts_file: cannot read {path}: {exc}") from exc
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise SpecError(f"prompts_file line {number}: invalid JSON ({exc.msg})") from exc
+        if not isinstance(item, dict):
+            raise SpecError(f"prompts_file line {number}: expected an object")
+        prompt, messages = item.get("prompt"), item.get("messages")
+        if (prompt is None) == (messages is None):
+            raise SpecError(f"prompts_file line {number}: give exactly one of prompt, messages")
+        if prompt is not None and not isinstance(prompt, str):
+            raise SpecError(f"prompts_file line {number}.prompt: must be a string")
+        if messages is not None and not (
+            isinstance(messages, list) and all(isinstance(m, dict) for m in messages)
+        ):
+            raise SpecError(f"prompts_file line {number}.messages: must be a list of objects")
+        max_tokens = item.get("max_tokens")
+        if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
+            raise SpecError(f"prompts_file line {number}.max_tokens: must be an integer >= 1")
+        tier = item.get("tier")
+        if tier is not None and not isinstance(tier, str):
+            raise SpecError(f"prompts_file line {number}.tier: must be a string")
+        records.append(PromptRecord(prompt, messages, max_tokens, tier))
     if not records:
         raise SpecError("prompts_file: no prompts in the file")
     return records

@@ -182,6 +182,20 @@ def parse_tier_mix(text: str) -> dict[str, float]:
     return mix
 
 
+def parse_tier_priority(text: str) -> dict[str, int]:
+    """`online=1,batch=2` -> {"online": 1, "batch": 2}: vLLM priorities are integers."""
+    out: dict[str, int] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        name, sep, value = (x.strip() for x in part.partition("="))
+        if not sep or not name:
+            raise SpecError(f"tier_priority: expected name=integer, got {part!r}")
+        try:
+            out[name] = int(value)
+        except ValueError:
+            raise SpecError(f"tier_priority.{name}: must be an integer, got {value!r}") from None
+    return out
+
+
 def parse_stages(text: str) -> list[Stage]:
     """`32:60,128:180` -> concurrency 32 for 60 s, then 128 for 180 s."""
     stages: list[Stage] = []
