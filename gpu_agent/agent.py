@@ -93,8 +93,8 @@ class Agent:
                 self.engine_health,
             )
         )
-        # Set by the gateway when an attached engine refused `priority` (fcfs policy).
-        self.engine_refuses_priority = False
+        # Which engine run (telemetry.engine_ups) refused `priority`; see engine_refuses_priority.
+        self._priority_refused_by: int | None = None
         self._session: aiohttp.ClientSession | None = None
         self._engine_task: asyncio.Task[None] | None = None
         self.reconciler: Any = None  # gpu_agent.reconciler.Reconciler in console mode
@@ -112,6 +112,16 @@ class Agent:
     def session(self) -> aiohttp.ClientSession:
         assert self._session is not None, "the agent is not started"
         return self._session
+
+    @property
+    def engine_refuses_priority(self) -> bool:
+        """Set by the gateway when an attached engine refused `priority` (fcfs policy); holds
+        until the engine next comes back up, perhaps restarted with the priority policy."""
+        return self._priority_refused_by == self.telemetry.engine_ups
+
+    @engine_refuses_priority.setter
+    def engine_refuses_priority(self, refused: bool) -> None:
+        self._priority_refused_by = self.telemetry.engine_ups if refused else None
 
     @property
     def pass_priority(self) -> bool:
@@ -265,5 +275,6 @@ class Agent:
             "engine": {
                 **self.engine_info(),
                 "pid": self.supervisor.pid if self.supervisor else None,
+                "refuses_priority": self.engine_refuses_priority,
             },
         }

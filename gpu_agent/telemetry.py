@@ -132,6 +132,7 @@ class Telemetry:
         self._client = httpx.AsyncClient(timeout=httpx.Timeout(0.8, connect=0.5))
         # What the gateway and the heartbeat read between ticks.
         self.engine_health = "down"
+        self.engine_ups = 0  # times the engine came (back) up: a restart may change its flags
         self.simulated = False
         self.models: list[str] | None = None  # None: not known (engine never answered)
 
@@ -185,6 +186,8 @@ class Telemetry:
             self._get(base + "/sim/v1/gpu"),
             self._get(base + "/v1/models") if want_models else _none(),
         )
+        if health is not None and self.engine_health != "ok":
+            self.engine_ups += 1
         self.engine_health = "ok" if health is not None else "down"
         if models is not None:
             with contextlib.suppress(ValueError, KeyError, TypeError):

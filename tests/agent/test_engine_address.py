@@ -61,3 +61,18 @@ def test_the_default_cap_on_requests_in_flight_follows_the_engines_max_num_seqs(
     supervisor.argv = PROFILE
     agent.follow_engine_limits()
     assert agent.driver.dispatcher.max_in_flight == 16
+
+
+def test_a_refused_priority_is_forgotten_when_the_engine_comes_back_up() -> None:
+    from gpu_agent.agent import Agent
+    from gpu_agent.config import parse_args
+    from scheduler import default_config
+
+    options = parse_args(["--engine-url", "http://127.0.0.1:1", "--listen", "127.0.0.1:1",
+                          "--tier-config", "x", "--keys", "y"])
+    agent = Agent(options, default_config(), [])  # pass_priority is on by default
+    assert agent.pass_priority
+    agent.engine_refuses_priority = True  # what the gateway does on vLLM's refusal
+    assert not agent.pass_priority and agent.status()["engine"]["refuses_priority"]
+    agent.telemetry.engine_ups += 1  # the engine went down and came back (maybe with priority)
+    assert agent.pass_priority and not agent.status()["engine"]["refuses_priority"]
