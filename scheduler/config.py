@@ -116,7 +116,8 @@ def _loc_path(loc: tuple[int | str, ...]) -> str:
     return ".".join(str(part) for part in loc) or "(root)"
 
 
-def _message(err: Mapping[str, Any]) -> str:
+def field_message(err: Mapping[str, Any]) -> str:
+    """A pydantic error as a short rule ("must be an integer"), for "path: rule" lines."""
     kind = err["type"]
     ctx = err.get("ctx") or {}
     if kind == "greater_than":
@@ -241,7 +242,7 @@ def parse_config(
         config = TierConfig.model_validate(dict(data))
     except ValidationError as exc:
         for err in exc.errors():
-            loc, message = tuple(err["loc"]), _message(err)
+            loc, message = tuple(err["loc"]), field_message(err)
             if loc and loc[-1] in ("int", "float") and err["type"].endswith("_type"):
                 # One failure per branch of an int | float union: report it once.
                 loc, message = loc[:-1], "must be a number"

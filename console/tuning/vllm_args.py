@@ -31,6 +31,7 @@ from pydantic import (
 
 # "path: rule", the same as a tier config's errors, so forms and the API show both alike.
 from scheduler import FieldError
+from scheduler.config import field_message
 
 # Flags the field reports use that vLLM does not accept (seeds README): flag -> the advice.
 FORBIDDEN_EXTRA_FLAGS = {
@@ -112,19 +113,11 @@ def _pydantic_message(err: Mapping[str, Any]) -> str:
         return f"must be at least {ctx.get('ge')}"
     if kind == "less_than_equal":
         return f"must be at most {ctx.get('le')}"
-    if kind == "finite_number":
-        return "must be a finite number"
     if kind == "string_too_short":
         return "must not be empty"
-    if kind.startswith(("int_", "float_")):
-        return "must be a number" if kind.startswith("float") else "must be an integer"
-    if kind == "bool_type":
-        return "must be true or false"
-    if kind == "string_type":
-        return "must be a string"
     if kind == "list_type":
         return "must be a list of strings"
-    return str(err["msg"])
+    return field_message(err)  # types, finite numbers: the scheduler's wording
 
 
 def _schema_errors(exc: ValidationError) -> list[FieldError]:
