@@ -127,6 +127,25 @@ def test_a_second_executor_cannot_take_a_rollout_whose_lease_is_held(setup: dict
     assert second.claim()
 
 
+def test_the_lease_is_renewed_only_once_half_of_it_has_run_out(setup: dict[str, Any]) -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from console.tuning.models_rollouts import Rollout
+    from console.tuning.rollouts import services
+    from console.tuning.rollouts.executor import Executor, lease_s
+
+    rollout = services.create_rollout(tier_config=setup["v2"], start=False)
+    clock = [timezone.now()]
+    executor = Executor(rollout.pk, owner="one", now=lambda: clock[0])
+    assert executor.claim()
+    assert executor._holds(Rollout.objects.get(pk=rollout.pk))  # fresh: no write this poll
+    clock[0] += timedelta(seconds=lease_s() * 0.6)
+    assert not executor._holds(Rollout.objects.get(pk=rollout.pk))  # time to renew
+    assert not Executor(rollout.pk, owner="two", now=lambda: clock[0])._holds(Rollout.objects.get(pk=rollout.pk))
+
+
 def test_roll_back_to_the_previous_version_from_the_version_page(client: Any, operator: Any,
                                                                  setup: dict[str, Any]) -> None:
     from console.fleet.services import set_desired

@@ -1,8 +1,8 @@
 """Executing a rollout: the loop a Celery task runs until the rollout is finished.
 
 Idempotent and resumable. A worker first claims the rollout with a conditional UPDATE on its
-lease (owner + expiry) and renews it every poll; a second worker given the same rollout finds
-it claimed and returns. Every step is written down before it takes effect:
+lease (owner + expiry) and renews it once half of it has run out; a second worker given the
+same rollout finds it claimed and returns. Every step is written down before it takes effect:
 - a node's desired versions are set in the same transaction that moves its row from pending
   to applying (a conditional UPDATE) and stores the versions it had before, so a worker that
   dies at any point has either done both or neither, and the next one never sets them twice;
@@ -121,6 +121,13 @@ class Executor:
             .update(lease_owner=self.owner, lease_until=now + timedelta(seconds=lease_s()))
         return claimed == 1
 
+    def _holds(self, rollout: Rollout) -> bool:
+        """Ours with more than half the lease left: no write needed this poll (a write per
+        poll would add to SQLite's lock contention for nothing)."""
+        left = lease_s() / 2
+        return (rollout.lease_owner == self.owner and rollout.lease_until is not None
+                and rollout.lease_until - self.now() > timedelta(seconds=left))
+
     def release(self) -> None:
         Rollout.objects.filter(pk=self.rollout_id, lease_owner=self.owner).update(lease_until=None)
 
@@ -136,7 +143,7 @@ class Executor:
                 rollout = Rollout.objects.get(pk=self.rollout_id)
                 if rollout.state in FINAL_STATES:
                     return rollout.state
-                if not self.claim():
+                if not self._holds(rollout) and not self.claim():
                     log.warning("%s: lease lost to another worker", rollout)
                     return ""
                 try:
