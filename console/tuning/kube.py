@@ -4,8 +4,13 @@ One multi-document YAML: a PriorityClass, the Deployment running the exact `vllm
 a Service, and an autoscaling/v2 HorizontalPodAutoscaler on queue length and TTFT.
 
 The HPA's Pods metrics come from the Prometheus adapter (or any custom-metrics API server)
-exposing vLLM's own series per pod; without one the HPA cannot read them and never scales,
-seed 000's "HPA does not scale" failure, which is why the pods carry the scrape annotations.
+exposing them per pod; without one the HPA cannot read them and never scales, seed 000's "HPA
+does not scale" failure, which is why the pods carry the scrape annotations. The queue metric
+is vLLM's own gauge. vLLM exports TTFT only as a histogram, so the latency metric is a name the
+adapter must compute from the histogram's buckets: a `rules` entry whose seriesQuery selects
+`vllm:time_to_first_token_seconds_bucket` per namespace and pod, whose name maps `^(.*)_bucket$`
+to `${1}_p99`, and whose metricsQuery is a `histogram_quantile(0.99, ...)` over the rate of
+those buckets, summed by `le` and the pod.
 """
 
 from __future__ import annotations
