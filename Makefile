@@ -25,6 +25,7 @@ test: install
 
 lint: install
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/mypy --strict scheduler
 
 check-docker: install

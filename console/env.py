@@ -89,8 +89,9 @@ def env_secret(name: str, environ: Mapping[str, str] | None = None) -> str | Non
     return value
 
 
-def env_url(name: str, default: str, schemes: set[str],
-            environ: Mapping[str, str] | None = None) -> str:
+def env_url(
+    name: str, default: str, schemes: set[str], environ: Mapping[str, str] | None = None
+) -> str:
     value = env_secret(name, environ) or default
     scheme = value.split("://", 1)[0] if "://" in value else ""
     base_scheme = scheme.split("+", 1)[0]

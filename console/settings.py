@@ -45,26 +45,36 @@ def _read_environment() -> dict[str, object]:
     data_dir.mkdir(parents=True, exist_ok=True)
 
     secret_key = env_secret("TIERGATE_SECRET_KEY") or _generated_secret(
-        data_dir / "secret_key", lambda: secrets.token_urlsafe(50), production, "TIERGATE_SECRET_KEY"
+        data_dir / "secret_key",
+        lambda: secrets.token_urlsafe(50),
+        production,
+        "TIERGATE_SECRET_KEY",
     )
     fernet_key = env_secret("TIERGATE_FERNET_KEY") or _generated_secret(
-        data_dir / "fernet.key", lambda: Fernet.generate_key().decode(), production,
+        data_dir / "fernet.key",
+        lambda: Fernet.generate_key().decode(),
+        production,
         "TIERGATE_FERNET_KEY",
     )
     try:
         Fernet(fernet_key.encode())
     except (ValueError, TypeError):
-        raise EnvError("TIERGATE_FERNET_KEY: not a valid Fernet key (32 url-safe base64 bytes)") from None
+        raise EnvError(
+            "TIERGATE_FERNET_KEY: not a valid Fernet key (32 url-safe base64 bytes)"
+        ) from None
 
     database_url = env_url(
-        "DATABASE_URL", f"sqlite:///{data_dir / 'tiergate.sqlite3'}",
+        "DATABASE_URL",
+        f"sqlite:///{data_dir / 'tiergate.sqlite3'}",
         {"sqlite", "postgres", "postgresql", "pgsql"},
     )
     # Embedded broker: kombu's filesystem transport. It needs no server and no extra package,
     # works across processes (the web process and the worker) through files with locking, and
     # pairs with Celery's file:// result backend. SQLAlchemy-on-SQLite would add a dependency
     # and serialise every poll on SQLite's single writer lock.
-    broker_url = env_url("CELERY_BROKER_URL", "filesystem://", {"filesystem", "redis", "rediss", "amqp"})
+    broker_url = env_url(
+        "CELERY_BROKER_URL", "filesystem://", {"filesystem", "redis", "rediss", "amqp"}
+    )
     if broker_url.startswith("filesystem://"):
         default_backend = f"file://{data_dir / 'celery-results'}"
     elif broker_url.startswith(("redis://", "rediss://")):
@@ -79,7 +89,9 @@ def _read_environment() -> dict[str, object]:
         "secret_key": secret_key,
         "fernet_key": fernet_key,
         "debug": env_bool("TIERGATE_DEBUG", False),
-        "allowed_hosts": env_list("TIERGATE_ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"]),
+        "allowed_hosts": env_list(
+            "TIERGATE_ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"]
+        ),
         "csrf_trusted": env_list("TIERGATE_CSRF_TRUSTED_ORIGINS", []),
         "database_url": database_url,
         "db_conn_max_age": env_int("TIERGATE_DB_CONN_MAX_AGE", 60, minimum=0),
@@ -153,7 +165,9 @@ TEMPLATES = [
 
 DATABASES = {
     "default": dj_database_url.parse(
-        _cfg["database_url"], conn_max_age=_cfg["db_conn_max_age"], conn_health_checks=True  # type: ignore[arg-type]
+        _cfg["database_url"],
+        conn_max_age=_cfg["db_conn_max_age"],
+        conn_health_checks=True,  # type: ignore[arg-type]
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
@@ -169,7 +183,10 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
-    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 8}},
+    {
+        "NAME": "django.contrib.auth.password_validation.MinimumLengthValidator",
+        "OPTIONS": {"min_length": 8},
+    },
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
 LOGIN_URL = "login"
@@ -256,7 +273,10 @@ CELERY_BEAT_SCHEDULE["fleet-prune-telemetry"] = {"task": "fleet.prune_telemetry"
 TIERGATE_ROLLOUT_LEASE_S = env_int("TIERGATE_ROLLOUT_LEASE_S", 15, minimum=2)
 CELERY_BEAT_SCHEDULE["tuning-resume-rollouts"] = {"task": "tuning.resume_rollouts", "schedule": 5.0}
 # A benchmark whose worker died is marked failed within a minute or so (DESIGN.md 8).
-CELERY_BEAT_SCHEDULE["bench-detect-lost-runs"] = {"task": "bench.detect_lost_runs", "schedule": 30.0}
+CELERY_BEAT_SCHEDULE["bench-detect-lost-runs"] = {
+    "task": "bench.detect_lost_runs",
+    "schedule": 30.0,
+}
 if CELERY_BROKER_URL.startswith("filesystem://"):
     _broker_dir = DATA_DIR / "broker"
     for _sub in ("queue", "processed", "control"):

@@ -41,7 +41,9 @@ def check_compose(problems: list[str]) -> None:
         for var in env:
             base = var.removesuffix("_FILE")
             if name in {"console", "worker"} and f'"{base}"' not in settings_text:
-                problems.append(f"compose: service {name} sets {var}, which the settings never read")
+                problems.append(
+                    f"compose: service {name} sets {var}, which the settings never read"
+                )
     for secret in compose.get("secrets", {}).values():
         if not str(secret.get("file", "")).startswith("./secrets/"):
             problems.append("compose: secrets must come from docker/secrets/ files")

@@ -131,10 +131,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--log-level", default="info", choices=("debug", "info", "warning", "error")
     )
-    parser.add_argument("--engine-start-timeout", type=_positive_float, default=300.0, metavar="SECONDS")
-    parser.add_argument("--upstream-read-timeout", type=_positive_float, default=600.0, metavar="SECONDS")
+    parser.add_argument(
+        "--engine-start-timeout", type=_positive_float, default=300.0, metavar="SECONDS"
+    )
+    parser.add_argument(
+        "--upstream-read-timeout", type=_positive_float, default=600.0, metavar="SECONDS"
+    )
     parser.add_argument("--upstream-pool-size", type=_positive_int, default=1024)
-    parser.add_argument("--heartbeat-backoff-max", type=_positive_float, default=30.0, metavar="SECONDS")
+    parser.add_argument(
+        "--heartbeat-backoff-max", type=_positive_float, default=30.0, metavar="SECONDS"
+    )
     parser.add_argument(
         "--advertise-url", help="the gateway URL reported to the console (default: derived)"
     )

@@ -83,7 +83,9 @@ class Reconciler:
         saved = self._state.get(TIER_CONFIG)
         if isinstance(saved, dict) and isinstance(saved.get("config"), dict):
             try:
-                config = parse_config(saved["config"], default_max_in_flight=agent.default_max_in_flight)
+                config = parse_config(
+                    saved["config"], default_max_in_flight=agent.default_max_in_flight
+                )
             except ConfigError as exc:
                 log.warning("saved tier config is invalid, not used: %s", exc)
             else:
@@ -152,8 +154,10 @@ class Reconciler:
                 self.agent.options.resolve_listen_url
             )
             if not self._listen_settled and first:
-                log.warning("cannot tell this host's address towards the console; reporting %s",
-                            self._listen_url)
+                log.warning(
+                    "cannot tell this host's address towards the console; reporting %s",
+                    self._listen_url,
+                )
         seq, body = self.body()
         try:
             response = await self._client.post(self.url, json=body)

@@ -80,7 +80,10 @@ def with_endpoint(argv: list[str], host: str | None, port: str | None) -> list[s
         if arg in ("--host", "--port") and (host if arg == "--host" else port) is not None:
             skip = True
             continue
-        if arg.startswith(("--host=", "--port=")) and (host if arg.startswith("--host") else port) is not None:
+        if (
+            arg.startswith(("--host=", "--port="))
+            and (host if arg.startswith("--host") else port) is not None
+        ):
             continue
         out.append(arg)
     if host is not None:
@@ -91,7 +94,10 @@ def with_endpoint(argv: list[str], host: str | None, port: str | None) -> list[s
 
 
 def launch_args(argv: list[str]) -> dict[str, Any]:
-    """`vllm serve MODEL --max-num-seqs 64 --enable-x` -> {"model": ..., "max_num_seqs": 64, ...}."""
+    """A command line to launch args.
+
+    `vllm serve MODEL --max-num-seqs 64 --enable-x` -> {"model": ..., "max_num_seqs": 64, ...}
+    """
     args: dict[str, Any] = {}
     rest = argv[2:] if argv[:2] == ["vllm", "serve"] else argv[1:]
     i = 0

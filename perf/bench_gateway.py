@@ -503,7 +503,8 @@ def main() -> int:
         f"{report['httpx_vs_aiohttp_proxy_cpu']:.2f}x"
     )
     print(
-        f"gateway core capacity from its busiest step: ~{report['core_capacity_estimate']:.0f} req/s"
+        "gateway core capacity from its busiest step: "
+        f"~{report['core_capacity_estimate']:.0f} req/s"
     )
     print(f"highest sustained gateway rate on one core: {report['max_sustained_rate']} req/s")
     print(f"load average: {os.getloadavg()}")

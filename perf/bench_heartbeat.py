@@ -25,8 +25,12 @@ def main() -> None:
     args = parser.parse_args()
 
     data = tempfile.mkdtemp(prefix="tg-hb-bench-")
-    os.environ.update(TIERGATE_DATA_DIR=data, DATABASE_URL=f"sqlite:///{data}/bench.sqlite3",
-                      DJANGO_SETTINGS_MODULE="console.settings", TIERGATE_LOG_LEVEL="WARNING")
+    os.environ.update(
+        TIERGATE_DATA_DIR=data,
+        DATABASE_URL=f"sqlite:///{data}/bench.sqlite3",
+        DJANGO_SETTINGS_MODULE="console.settings",
+        TIERGATE_LOG_LEVEL="WARNING",
+    )
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     import django
 
@@ -44,27 +48,53 @@ def main() -> None:
     timings: list[float] = []
     t0 = time.time()
     for i in range(args.beats):
-        samples = [{
-            "ts": t0 + i * args.samples + j, "gpu_source": "simulated",
-            "gpus": [{"index": 0, "name": "sim", "util": 0.9}],
-            "engine": {"kv_cache_usage": 0.5, "running": 10, "waiting": 2},
-            "tiers": {t: {"depth": 1, "in_flight": 2, "finished": 5, "errors": 0, "ttft_p50_s": 0.1,
-                          "ttft_p99_s": 0.3} for t in ("online", "batch", "offline")},
-        } for j in range(args.samples)]
-        body = json.dumps({"mode": "attached", "listen_url": "http://127.0.0.1:9101", "keys_version": keys_version,
-                           "applied": {"tier_config": None, "launch_profile": None},
-                           "health": {"gateway": "ok", "engine": "ok"}, "samples": samples})
+        samples = [
+            {
+                "ts": t0 + i * args.samples + j,
+                "gpu_source": "simulated",
+                "gpus": [{"index": 0, "name": "sim", "util": 0.9}],
+                "engine": {"kv_cache_usage": 0.5, "running": 10, "waiting": 2},
+                "tiers": {
+                    t: {
+                        "depth": 1,
+                        "in_flight": 2,
+                        "finished": 5,
+                        "errors": 0,
+                        "ttft_p50_s": 0.1,
+                        "ttft_p99_s": 0.3,
+                    }
+                    for t in ("online", "batch", "offline")
+                },
+            }
+            for j in range(args.samples)
+        ]
+        body = json.dumps(
+            {
+                "mode": "attached",
+                "listen_url": "http://127.0.0.1:9101",
+                "keys_version": keys_version,
+                "applied": {"tier_config": None, "launch_profile": None},
+                "health": {"gateway": "ok", "engine": "ok"},
+                "samples": samples,
+            }
+        )
         start = time.perf_counter()
-        r = client.post("/api/v1/agent/heartbeat", body, content_type="application/json",
-                        HTTP_AUTHORIZATION=f"Bearer {token}")
+        r = client.post(
+            "/api/v1/agent/heartbeat",
+            body,
+            content_type="application/json",
+            HTTP_AUTHORIZATION=f"Bearer {token}",
+        )
         timings.append(time.perf_counter() - start)
         assert r.status_code == 200, r.content
         keys_version = r.json()["keys_version"]
     timings = timings[10:]  # the first beats create the node's gateway endpoint and warm caches
     ms = sorted(t * 1000 for t in timings)
-    print(f"{len(ms)} beats x {args.samples} samples: mean {statistics.mean(ms):.2f} ms, "
-          f"p50 {ms[len(ms) // 2]:.2f} ms, p99 {ms[int(len(ms) * 0.99)]:.2f} ms "
-          f"-> ~{1000 / statistics.mean(ms):.0f} beats/s per web process")
+    print(
+        f"{len(ms)} beats x {args.samples} samples: mean {statistics.mean(ms):.2f} ms, "
+        f"p50 {ms[len(ms) // 2]:.2f} ms, p99 {ms[int(len(ms) * 0.99)]:.2f} ms "
+        f"-> ~{1000 / statistics.mean(ms):.0f} beats/s per web process"
+    )
 
 
 if __name__ == "__main__":

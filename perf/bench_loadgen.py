@@ -43,18 +43,19 @@ def _pin(server_pid: int) -> None:
 
 sys.path.insert(0, str(ROOT))
 
-from console.bench.loadgen import WorkloadSpec, run_workload  # noqa: E402
-from console.bench.loadgen.client import _StreamState  # noqa: E402
-from console.bench.loadgen.sse import SSEDecoder  # noqa: E402
-from console.bench.loadgen.wire import Pool  # noqa: E402
 from gpu_agent.sim.testing import run_sim_process  # noqa: E402
+from loadgen import WorkloadSpec, run_workload  # noqa: E402
+from loadgen.client import _StreamState  # noqa: E402
+from loadgen.sse import SSEDecoder  # noqa: E402
+from loadgen.wire import Pool  # noqa: E402
 
 
 class Server:
-    """The reference streaming server (console.bench.loadgen.refserver), pinned to core 0."""
+    """The reference streaming server (loadgen.refserver), pinned to core 0."""
+
     def __init__(self, *args: str) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "console.bench.loadgen.refserver", "--port", "0", *args],
+            [sys.executable, "-m", "loadgen.refserver", "--port", "0", *args],
             cwd=ROOT,
             stdout=subprocess.PIPE,
             text=True,
@@ -177,7 +178,7 @@ def bench_clients(quick: bool) -> None:
 
 
 def _uvloop_run(coro: Any) -> Any:
-    from console.bench.loadgen.cli import _runner  # uvloop when installed, as the CLI runs
+    from loadgen.cli import _runner  # uvloop when installed, as the CLI runs
 
     with _runner() as runner:
         return runner.run(coro)
@@ -221,7 +222,10 @@ def bench_fidelity(quick: bool) -> None:
         # Whole TTFT: the client's figure vs the sim's own (received -> first chunk written).
         ttft_err = [
             s.ttft
-            - (truth[s.response_id]["first_token_sent_time"] - truth[s.response_id]["received_time"])
+            - (
+                truth[s.response_id]["first_token_sent_time"]
+                - truth[s.response_id]["received_time"]
+            )
             for s in measured
         ]
         # What a handler-start clock would call TTFT (the server's admission backlog removed).

@@ -46,13 +46,34 @@ class LightAgent:
 
     def body(self) -> dict[str, Any]:
         now = time.time()
-        tiers = {t: {"depth": 0, "in_flight": 1, "finished": 10, "errors": 0, "rejected": 0,
-                     "ttft_p50_s": 0.05, "ttft_p99_s": 0.1} for t in ("online", "batch", "offline")}
+        tiers = {
+            t: {
+                "depth": 0,
+                "in_flight": 1,
+                "finished": 10,
+                "errors": 0,
+                "rejected": 0,
+                "ttft_p50_s": 0.05,
+                "ttft_p99_s": 0.1,
+            }
+            for t in ("online", "batch", "offline")
+        }
         return {
-            "agent_version": "bench", "mode": "attached", "listen_url": "", "applied": dict(self.applied),
-            "keys_version": self.keys_version, "health": {"gateway": "ok", "engine": "ok", "detail": ""},
-            "engine": {"url": "http://127.0.0.1:1", "model": "bench", "simulated": True, "args": {}},
-            "samples": [{"ts": now, "gpu_source": "simulated", "gpus": [], "engine": {}, "tiers": tiers}],
+            "agent_version": "bench",
+            "mode": "attached",
+            "listen_url": "",
+            "applied": dict(self.applied),
+            "keys_version": self.keys_version,
+            "health": {"gateway": "ok", "engine": "ok", "detail": ""},
+            "engine": {
+                "url": "http://127.0.0.1:1",
+                "model": "bench",
+                "simulated": True,
+                "args": {},
+            },
+            "samples": [
+                {"ts": now, "gpu_source": "simulated", "gpus": [], "engine": {}, "tiers": tiers}
+            ],
         }
 
     async def run(self, url: str, latencies: list[float]) -> None:
@@ -66,7 +87,9 @@ class LightAgent:
         while True:
             start = time.perf_counter()
             try:
-                response = await client.post(url, json=self.body(), headers={"Authorization": f"Bearer {self.token}"})
+                response = await client.post(
+                    url, json=self.body(), headers={"Authorization": f"Bearer {self.token}"}
+                )
             except httpx.HTTPError:
                 await asyncio.sleep(self.interval)
                 continue
@@ -84,8 +107,12 @@ class LightAgent:
 
 
 def setup_django(data: str) -> None:
-    os.environ.update(TIERGATE_DATA_DIR=data, DATABASE_URL=f"sqlite:///{data}/bench.sqlite3",
-                      DJANGO_SETTINGS_MODULE="console.settings", TIERGATE_LOG_LEVEL="WARNING")
+    os.environ.update(
+        TIERGATE_DATA_DIR=data,
+        DATABASE_URL=f"sqlite:///{data}/bench.sqlite3",
+        DJANGO_SETTINGS_MODULE="console.settings",
+        TIERGATE_LOG_LEVEL="WARNING",
+    )
     sys.path.insert(0, str(ROOT))
     import django
 
@@ -111,12 +138,34 @@ def cpu_seconds(pid: int, children: bool = False) -> float:
 
 
 def start_console(port: int, interface: str, workers: int) -> subprocess.Popen[bytes]:
-    app = ["console.asgi:application"] if interface == "asgi" else ["console.wsgi:application", "--interface", "wsgi"]
+    app = (
+        ["console.asgi:application"]
+        if interface == "asgi"
+        else ["console.wsgi:application", "--interface", "wsgi"]
+    )
     log = open(Path(os.environ["TIERGATE_DATA_DIR"]) / "console.log", "wb")  # noqa: SIM115
     proc = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", *app, "--host", "127.0.0.1", "--port", str(port),
-         "--log-level", "warning", "--no-access-log", "--backlog", "1024", "--workers", str(workers)],
-        cwd=ROOT, env=os.environ.copy(), stdout=log, stderr=subprocess.STDOUT,
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            *app,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+            "--no-access-log",
+            "--backlog",
+            "1024",
+            "--workers",
+            str(workers),
+        ],
+        cwd=ROOT,
+        env=os.environ.copy(),
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -152,14 +201,21 @@ for line in sys.stdin:
 
 
 def start_worker() -> subprocess.Popen[str]:
-    proc = subprocess.Popen([sys.executable, "-c", WORKER], cwd=ROOT, env=os.environ.copy(),
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", WORKER],
+        cwd=ROOT,
+        env=os.environ.copy(),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
     return proc
 
 
-async def measure(agents: list[LightAgent], version_id: int, start_rollout: Any,
-                  worker: subprocess.Popen[str]) -> dict[str, Any]:
+async def measure(
+    agents: list[LightAgent], version_id: int, start_rollout: Any, worker: subprocess.Popen[str]
+) -> dict[str, Any]:
     """Create the rollout (in a thread: the ORM is synchronous), hand it to the worker, and
     time every agent applying `version_id` and the executor's end."""
     assert worker.stdin is not None and worker.stdout is not None
@@ -168,16 +224,30 @@ async def measure(agents: list[LightAgent], version_id: int, start_rollout: Any,
     worker.stdin.write(f"{rollout.pk}\n")
     worker.stdin.flush()
     executor = asyncio.create_task(asyncio.to_thread(worker.stdout.readline))
-    all_applied = await until(lambda: all(a.applied["tier_config"] == version_id for a in agents), 60)
+    all_applied = await until(
+        lambda: all(a.applied["tier_config"] == version_id for a in agents), 60
+    )
     state = (await executor).strip()
     done = time.monotonic()
     await asyncio.to_thread(rollout.refresh_from_db)
-    return {"rollout": rollout, "state": state, "all_applied_s": all_applied - t0, "finished_s": done - t0,
-            "waves": await asyncio.to_thread(lambda: rollout.nodes.order_by("-wave").first().wave + 1)}
+    return {
+        "rollout": rollout,
+        "state": state,
+        "all_applied_s": all_applied - t0,
+        "finished_s": done - t0,
+        "waves": await asyncio.to_thread(lambda: rollout.nodes.order_by("-wave").first().wave + 1),
+    }
 
 
-async def bench(args: argparse.Namespace, port: int, nodes: list[tuple[str, str]], v1: Any, v2: Any,
-                worker: subprocess.Popen[str], console: subprocess.Popen[bytes]) -> None:
+async def bench(
+    args: argparse.Namespace,
+    port: int,
+    nodes: list[tuple[str, str]],
+    v1: Any,
+    v2: Any,
+    worker: subprocess.Popen[str],
+    console: subprocess.Popen[bytes],
+) -> None:
     pids = {"console": console.pid, "executor": worker.pid, "agents (this process)": os.getpid()}
     from console.tuning.rollouts import services
 
@@ -189,27 +259,57 @@ async def bench(args: argparse.Namespace, port: int, nodes: list[tuple[str, str]
         await until(lambda: all(a.applied["tier_config"] == v1.pk for a in agents), 60)
         await asyncio.sleep(2)  # steady state before measuring
         latencies.clear()
-        wall0, cpu0 = time.monotonic(), {name: cpu_seconds(pid, name == "console") for name, pid in pids.items()}
-        out = await measure(agents, v2.pk, lambda: services.create_rollout(
-            tier_config=v2, canary_count=args.canaries, wave_size=args.wave_size, convergence_timeout_s=60,
-            start=False), worker)
-        back = await measure(agents, v1.pk, lambda: services.rollback_rollout(out["rollout"], start=False), worker)
+        wall0, cpu0 = (
+            time.monotonic(),
+            {name: cpu_seconds(pid, name == "console") for name, pid in pids.items()},
+        )
+        out = await measure(
+            agents,
+            v2.pk,
+            lambda: services.create_rollout(
+                tier_config=v2,
+                canary_count=args.canaries,
+                wave_size=args.wave_size,
+                convergence_timeout_s=60,
+                start=False,
+            ),
+            worker,
+        )
+        back = await measure(
+            agents, v1.pk, lambda: services.rollback_rollout(out["rollout"], start=False), worker
+        )
         wall = time.monotonic() - wall0
         cpu = {name: cpu_seconds(pid, name == "console") - cpu0[name] for name, pid in pids.items()}
         for task in tasks:
             task.cancel()
-    print(f"{args.agents} agents, heartbeat every {agents[0].interval:g} s, "
-          f"console: uvicorn {args.interface.upper()}, {args.console_workers} process(es), SQLite")
-    print(f"rollout  {out['state']:>9}: {out['waves']} waves, all applied {out['all_applied_s']:.2f} s, "
-          f"rollout finished {out['finished_s']:.2f} s")
-    print(f"rollback {back['state']:>9}: {back['waves']} wave,  all applied {back['all_applied_s']:.2f} s, "
-          f"rollback finished {back['finished_s']:.2f} s")
-    print(f"CPU over the measured {wall:.1f} s: " + ", ".join(
-        f"{name} {seconds:.1f} s ({seconds / wall * 100:.0f} % of a core)" for name, seconds in cpu.items())
-        + f"; machine load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    print(
+        f"{args.agents} agents, heartbeat every {agents[0].interval:g} s, "
+        f"console: uvicorn {args.interface.upper()}, {args.console_workers} process(es), SQLite"
+    )
+    print(
+        f"rollout  {out['state']:>9}: {out['waves']} waves, "
+        f"all applied {out['all_applied_s']:.2f} s, "
+        f"rollout finished {out['finished_s']:.2f} s"
+    )
+    print(
+        f"rollback {back['state']:>9}: {back['waves']} wave,  "
+        f"all applied {back['all_applied_s']:.2f} s, "
+        f"rollback finished {back['finished_s']:.2f} s"
+    )
+    print(
+        f"CPU over the measured {wall:.1f} s: "
+        + ", ".join(
+            f"{name} {seconds:.1f} s ({seconds / wall * 100:.0f} % of a core)"
+            for name, seconds in cpu.items()
+        )
+        + f"; machine load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+    )
     lat = sorted(latencies)
-    print(f"heartbeat round trips during both: {len(lat)}, p50 {statistics.median(lat) * 1000:.1f} ms, "
-          f"p99 {lat[int(len(lat) * 0.99)] * 1000:.1f} ms")
+    print(
+        f"heartbeat round trips during both: {len(lat)}, "
+        f"p50 {statistics.median(lat) * 1000:.1f} ms, "
+        f"p99 {lat[int(len(lat) * 0.99)] * 1000:.1f} ms"
+    )
 
 
 def main() -> None:
@@ -217,8 +317,12 @@ def main() -> None:
     parser.add_argument("--agents", type=int, default=100)
     parser.add_argument("--canaries", type=int, default=1)
     parser.add_argument("--wave-size", type=int, default=0, help="0: all the rest in one wave")
-    parser.add_argument("--interface", choices=("asgi", "wsgi"), default="asgi",
-                        help="serve console.asgi, or console.wsgi through uvicorn's WSGI interface")
+    parser.add_argument(
+        "--interface",
+        choices=("asgi", "wsgi"),
+        default="asgi",
+        help="serve console.asgi, or console.wsgi through uvicorn's WSGI interface",
+    )
     parser.add_argument("--console-workers", type=int, default=1)
     args = parser.parse_args()
     setup_django(tempfile.mkdtemp(prefix="tg-rollout-bench-"))
@@ -231,9 +335,16 @@ def main() -> None:
     call_command("migrate", verbosity=0)
     base = config_to_dict(default_config())
     v1 = create_tier_config(name="bench", config=base)
-    changed = {**base, "scheduler": {**base["scheduler"], "queues": {
-        **base["scheduler"]["queues"],
-        "online": {**base["scheduler"]["queues"]["online"], "max_waiting_time_ms": 5}}}}
+    changed = {
+        **base,
+        "scheduler": {
+            **base["scheduler"],
+            "queues": {
+                **base["scheduler"]["queues"],
+                "online": {**base["scheduler"]["queues"]["online"], "max_waiting_time_ms": 5},
+            },
+        },
+    }
     v2 = create_tier_config(name="bench", config=changed)
     nodes = []
     for i in range(args.agents):

@@ -148,7 +148,8 @@ def main() -> None:
     for depth in (100, 1_000, 10_000, 100_000):
         r = decisions(depth, args.decisions)
         print(
-            f"{int(r['depth']):>7}  {r['poll_p50']:>11.2f}  {r['poll_p99']:>11.2f}  {r['poll_mean']:>12.2f}"
+            f"{int(r['depth']):>7}  {r['poll_p50']:>11.2f}  "
+            f"{r['poll_p99']:>11.2f}  {r['poll_mean']:>12.2f}"
             f"  {r['arrive_p99']:>13.2f}  {r['cancel_p99']:>13.2f}"
         )
 

@@ -7,7 +7,7 @@ Config (scheduler.config)::
 
     parse_config(data: Mapping[str, Any], *, default_max_in_flight: int | None = None) -> TierConfig
     load_config_file(path: str | Path) -> TierConfig        # bad JSON: ConfigError with line/column
-    config_to_dict(cfg: TierConfig) -> dict[str, Any]       # only given fields: the seed round-trips
+    config_to_dict(cfg: TierConfig) -> dict[str, Any]   # only given fields: the seed round-trips
     diff_configs(old: TierConfig, new: TierConfig) -> list[Change]   # Change(path, old, new)
     default_config() -> TierConfig                          # the seed's online/batch/offline
     ConfigError(ValueError): .errors: list[FieldError]; FieldError(path, message);
@@ -18,7 +18,8 @@ Dispatcher (scheduler.dispatcher), times are float seconds from a monotonic cloc
 
     Request(id: str, tier: str, prompt_tokens: int, max_tokens: int)      # frozen
     d = Dispatcher(config: TierConfig, *, default_max_in_flight: int = 256)
-    d.arrive(req, now) -> Rejection | None    # queue full: Rejection("queue_full", 429, retry_after_s)
+    d.arrive(req, now) -> Rejection | None
+        # queue full: Rejection("queue_full", 429, retry_after_s)
                                               # unknown tier or duplicate id: ValueError
     d.poll(now) -> PollResult(released: list[Request],
                               rejected: list[tuple[Request, Rejection]],  # "queue_timeout", 503

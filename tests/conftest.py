@@ -84,7 +84,9 @@ test_database_url.__test__ = False  # type: ignore[attr-defined]
 
 
 @pytest.fixture(scope="session")
-def celery_worker_proc(django_db_setup: Any, django_db_blocker: Any) -> Iterator[subprocess.Popen[bytes]]:
+def celery_worker_proc(
+    django_db_setup: Any, django_db_blocker: Any
+) -> Iterator[subprocess.Popen[bytes]]:
     """A real Celery worker process on the configured broker, writing to the test database.
 
     Tests that need it must use `transactional_db` so their rows are committed and visible."""
@@ -92,10 +94,28 @@ def celery_worker_proc(django_db_setup: Any, django_db_blocker: Any) -> Iterator
         env = {**os.environ, "DATABASE_URL": test_database_url()}
     log = open(Path(os.environ.get("TIERGATE_DATA_DIR", ROOT / "data")) / "test-worker.log", "ab")  # noqa: SIM115
     proc = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "console", "worker", "--pool", "threads",
-         "--concurrency", "4", "--loglevel", "INFO", "--without-mingle", "--without-gossip",
-         "--hostname", f"test-{os.getpid()}@%h"],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "console",
+            "worker",
+            "--pool",
+            "threads",
+            "--concurrency",
+            "4",
+            "--loglevel",
+            "INFO",
+            "--without-mingle",
+            "--without-gossip",
+            "--hostname",
+            f"test-{os.getpid()}@%h",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     from console.core.tasks import ping
 
@@ -119,8 +139,13 @@ def celery_worker_proc(django_db_setup: Any, django_db_blocker: Any) -> Iterator
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
 ]
 
 

@@ -9,8 +9,9 @@ from typing import TypeVar
 T = TypeVar("T")
 
 
-def wait_for(predicate: Callable[..., T], timeout: float = 20.0, what: str = "condition",
-             poll: float = 0.05) -> T:
+def wait_for(
+    predicate: Callable[..., T], timeout: float = 20.0, what: str = "condition", poll: float = 0.05
+) -> T:
     """Call `predicate` every `poll` seconds until it returns something truthy, and return
     that; AssertionError naming `what` if it has not after `timeout` seconds.
 

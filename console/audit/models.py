@@ -13,7 +13,10 @@ class AuditEvent(models.Model):
 
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     actor = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
         related_name="audit_events",
     )
     actor_name = models.CharField(max_length=150, blank=True)

@@ -22,9 +22,17 @@ def event_list(request: HttpRequest) -> HttpResponse:
     page = Paginator(events, 50).get_page(request.GET.get("page"))
     query = request.GET.copy()
     query.pop("page", None)
-    return render(request, "audit/event_list.html", {
-        "page": page, "error": error, "actions": Action.choices,
-        "filters": {name: request.GET.get(name, "") for name in FILTER_FIELDS},
-        "query": query.urlencode(),
-        "object_types": AuditEvent.objects.values_list("object_type", flat=True).distinct().order_by("object_type"),
-    })
+    return render(
+        request,
+        "audit/event_list.html",
+        {
+            "page": page,
+            "error": error,
+            "actions": Action.choices,
+            "filters": {name: request.GET.get(name, "") for name in FILTER_FIELDS},
+            "query": query.urlencode(),
+            "object_types": AuditEvent.objects.values_list("object_type", flat=True)
+            .distinct()
+            .order_by("object_type"),
+        },
+    )

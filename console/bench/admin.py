@@ -12,7 +12,16 @@ from console.bench.models import BenchmarkRun
 
 @admin.register(BenchmarkRun)
 class BenchmarkRunAdmin(admin.ModelAdmin):
-    list_display = ("id", "label", "endpoint", "model", "preset", "status", "progress_percent", "created_at")
+    list_display = (
+        "id",
+        "label",
+        "endpoint",
+        "model",
+        "preset",
+        "status",
+        "progress_percent",
+        "created_at",
+    )
     list_filter = ("status", "preset")
     search_fields = ("label", "model", "endpoint__name")
 

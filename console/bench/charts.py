@@ -12,15 +12,23 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from console.bench.comparison import cdf_points
-from console.bench.loadgen.stats import OVERALL
 from console.bench.models import BenchmarkRun
 from console.bench.results import Arrays
+from loadgen.stats import OVERALL
 
-TIER_COLOURS = {"online": "#2357c6", "batch": "#b26b00", "offline": "#68717d", OVERALL: "#111111",
-                "default": "#1a7f37"}
+TIER_COLOURS = {
+    "online": "#2357c6",
+    "batch": "#b26b00",
+    "offline": "#68717d",
+    OVERALL: "#111111",
+    "default": "#1a7f37",
+}
 SIDE_COLOURS = {"A": "#68717d", "B": "#2357c6"}
-LAYOUT = {"template": "plotly_white", "margin": {"l": 55, "r": 20, "t": 40, "b": 35},
-          "legend": {"orientation": "h", "y": -0.12}}
+LAYOUT = {
+    "template": "plotly_white",
+    "margin": {"l": 55, "r": 20, "t": 40, "b": 35},
+    "legend": {"orientation": "h", "y": -0.12},
+}
 CDF_PANELS = (("ttft", "TTFT (ms)"), ("tpot", "TPOT (ms)"), ("e2e", "E2E latency (ms)"))
 
 
@@ -34,14 +42,26 @@ def _ms(values: list[float]) -> list[float]:
 
 
 def cdf_figure(arrays: Arrays) -> go.Figure:
-    fig = make_subplots(rows=1, cols=3, subplot_titles=[t for _, t in CDF_PANELS], shared_yaxes=True)
+    fig = make_subplots(
+        rows=1, cols=3, subplot_titles=[t for _, t in CDF_PANELS], shared_yaxes=True
+    )
     for tier, columns in arrays.items():
         colour = TIER_COLOURS.get(tier)
         for col, (field, _) in enumerate(CDF_PANELS, start=1):
             x, y = cdf_points(columns[field])
-            fig.add_trace(go.Scatter(x=_ms(x), y=y, mode="lines", name=tier, legendgroup=tier,
-                                     showlegend=col == 1, line={"color": colour} if colour else {}),
-                          row=1, col=col)
+            fig.add_trace(
+                go.Scatter(
+                    x=_ms(x),
+                    y=y,
+                    mode="lines",
+                    name=tier,
+                    legendgroup=tier,
+                    showlegend=col == 1,
+                    line={"color": colour} if colour else {},
+                ),
+                row=1,
+                col=col,
+            )
     fig.update_yaxes(title_text="share of requests", row=1, col=1, range=[0, 1])
     fig.update_layout(height=340, **LAYOUT)
     return fig
@@ -50,16 +70,51 @@ def cdf_figure(arrays: Arrays) -> go.Figure:
 def timeline_figure(run: BenchmarkRun) -> go.Figure:
     rows = run.timeseries or []
     seconds = [r["second"] for r in rows]
-    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.12,
-                        subplot_titles=("Throughput per second", "TTFT of requests completed each second (ms)"),
-                        specs=[[{"secondary_y": True}], [{}]])
-    fig.add_trace(go.Bar(x=seconds, y=[r["completed"] for r in rows], name="requests/s",
-                         marker={"color": "#9db4e8"}), row=1, col=1)
-    fig.add_trace(go.Scatter(x=seconds, y=[r["output_tokens"] for r in rows], name="output tokens/s",
-                             mode="lines", line={"color": "#1a7f37"}), row=1, col=1, secondary_y=True)
-    for key, name, colour in (("ttft_p50_s", "TTFT P50", "#2357c6"), ("ttft_p99_s", "TTFT P99", "#c62323")):
-        fig.add_trace(go.Scatter(x=seconds, y=[None if r[key] is None else r[key] * 1000 for r in rows],
-                                 name=name, mode="lines+markers", line={"color": colour}), row=2, col=1)
+    fig = make_subplots(
+        rows=2,
+        cols=1,
+        shared_xaxes=True,
+        vertical_spacing=0.12,
+        subplot_titles=("Throughput per second", "TTFT of requests completed each second (ms)"),
+        specs=[[{"secondary_y": True}], [{}]],
+    )
+    fig.add_trace(
+        go.Bar(
+            x=seconds,
+            y=[r["completed"] for r in rows],
+            name="requests/s",
+            marker={"color": "#9db4e8"},
+        ),
+        row=1,
+        col=1,
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=seconds,
+            y=[r["output_tokens"] for r in rows],
+            name="output tokens/s",
+            mode="lines",
+            line={"color": "#1a7f37"},
+        ),
+        row=1,
+        col=1,
+        secondary_y=True,
+    )
+    for key, name, colour in (
+        ("ttft_p50_s", "TTFT P50", "#2357c6"),
+        ("ttft_p99_s", "TTFT P99", "#c62323"),
+    ):
+        fig.add_trace(
+            go.Scatter(
+                x=seconds,
+                y=[None if r[key] is None else r[key] * 1000 for r in rows],
+                name=name,
+                mode="lines+markers",
+                line={"color": colour},
+            ),
+            row=2,
+            col=1,
+        )
     fig.update_xaxes(title_text="seconds into the measured window", row=2, col=1)
     fig.update_layout(height=480, **LAYOUT)
     return fig
@@ -68,19 +123,46 @@ def timeline_figure(run: BenchmarkRun) -> go.Figure:
 def telemetry_figure(series: dict[str, list[dict[str, Any]]], by_time: bool = False) -> go.Figure:
     """GPU utilisation and KV use over the run, one line per (run side or node) key."""
     simulated = any(r.get("gpu_source") == "simulated" for rows in series.values() for r in rows)
-    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.12,
-                        subplot_titles=("GPU utilisation (%)" + (" - simulated" if simulated else ""),
-                                        "KV cache use (%)"))
+    fig = make_subplots(
+        rows=2,
+        cols=1,
+        shared_xaxes=True,
+        vertical_spacing=0.12,
+        subplot_titles=(
+            "GPU utilisation (%)" + (" - simulated" if simulated else ""),
+            "KV cache use (%)",
+        ),
+    )
     for name, rows in series.items():
         x = [r["ts"] for r in rows] if by_time else [r["t"] for r in rows]
         colour = SIDE_COLOURS.get(name.split(" ")[0])
         line = {"color": colour} if colour else {}
-        fig.add_trace(go.Scatter(x=x, y=[None if r["gpu_util"] is None else r["gpu_util"] * 100 for r in rows],
-                                 mode="lines", name=f"{name} GPU", legendgroup=name, line=line), row=1, col=1)
-        fig.add_trace(go.Scatter(x=x, y=[None if r["kv_cache_usage"] is None else r["kv_cache_usage"] * 100
-                                         for r in rows],
-                                 mode="lines", name=f"{name} KV", legendgroup=name,
-                                 line={**line, "dash": "dot"}), row=2, col=1)
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=[None if r["gpu_util"] is None else r["gpu_util"] * 100 for r in rows],
+                mode="lines",
+                name=f"{name} GPU",
+                legendgroup=name,
+                line=line,
+            ),
+            row=1,
+            col=1,
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=[
+                    None if r["kv_cache_usage"] is None else r["kv_cache_usage"] * 100 for r in rows
+                ],
+                mode="lines",
+                name=f"{name} KV",
+                legendgroup=name,
+                line={**line, "dash": "dot"},
+            ),
+            row=2,
+            col=1,
+        )
     fig.update_yaxes(range=[0, 100])
     if not by_time:
         fig.update_xaxes(title_text="seconds since the run started", row=2, col=1)
@@ -95,7 +177,9 @@ def by_node(rows: list[dict[str, Any]], prefix: str = "") -> dict[str, list[dict
     return dict(grouped)
 
 
-def run_figures(run: BenchmarkRun, arrays: Arrays, telemetry: list[dict[str, Any]]) -> dict[str, Any]:
+def run_figures(
+    run: BenchmarkRun, arrays: Arrays, telemetry: list[dict[str, Any]]
+) -> dict[str, Any]:
     figures = {"cdf": as_dict(cdf_figure(arrays)), "timeline": as_dict(timeline_figure(run))}
     if telemetry:
         figures["telemetry"] = as_dict(telemetry_figure(by_node(telemetry), by_time=True))
@@ -104,7 +188,11 @@ def run_figures(run: BenchmarkRun, arrays: Arrays, telemetry: list[dict[str, Any
 
 def bars_figure(comparison: dict[str, Any]) -> go.Figure:
     """Grouped bars: TTFT P50, TTFT P99, E2E P99 per tier, A beside B."""
-    panels = (("ttft_p50", "TTFT P50 (ms)"), ("ttft_p99", "TTFT P99 (ms)"), ("e2e_p99", "E2E P99 (ms)"))
+    panels = (
+        ("ttft_p50", "TTFT P50 (ms)"),
+        ("ttft_p99", "TTFT P99 (ms)"),
+        ("e2e_p99", "E2E P99 (ms)"),
+    )
     fig = make_subplots(rows=1, cols=3, subplot_titles=[t for _, t in panels])
     tiers = list(comparison["tiers"])
     for col, (metric, _) in enumerate(panels, start=1):
@@ -113,9 +201,18 @@ def bars_figure(comparison: dict[str, Any]) -> go.Figure:
             for tier in tiers:
                 m = next(x for x in comparison["tiers"][tier]["metrics"] if x["metric"] == metric)
                 values.append(None if m[key] is None else m[key] * 1000)
-            fig.add_trace(go.Bar(x=tiers, y=values, name=f"{side} (#{comparison[side.lower()]})",
-                                 legendgroup=side, showlegend=col == 1,
-                                 marker={"color": SIDE_COLOURS[side]}), row=1, col=col)
+            fig.add_trace(
+                go.Bar(
+                    x=tiers,
+                    y=values,
+                    name=f"{side} (#{comparison[side.lower()]})",
+                    legendgroup=side,
+                    showlegend=col == 1,
+                    marker={"color": SIDE_COLOURS[side]},
+                ),
+                row=1,
+                col=col,
+            )
     fig.update_layout(barmode="group", height=360, **LAYOUT)
     return fig
 
@@ -129,19 +226,36 @@ def overlay_cdf_figure(arrays_a: Arrays, arrays_b: Arrays, ids: tuple[int, int])
             continue
         for col, (field, _) in enumerate(panels, start=1):
             x, y = cdf_points(columns[field])
-            fig.add_trace(go.Scatter(x=_ms(x), y=y, mode="lines", name=f"{side} (#{run_id})",
-                                     legendgroup=side, showlegend=col == 1,
-                                     line={"color": SIDE_COLOURS[side]}), row=1, col=col)
+            fig.add_trace(
+                go.Scatter(
+                    x=_ms(x),
+                    y=y,
+                    mode="lines",
+                    name=f"{side} (#{run_id})",
+                    legendgroup=side,
+                    showlegend=col == 1,
+                    line={"color": SIDE_COLOURS[side]},
+                ),
+                row=1,
+                col=col,
+            )
     fig.update_yaxes(range=[0, 1])
     fig.update_layout(height=340, **LAYOUT)
     return fig
 
 
-def compare_figures(comparison: dict[str, Any], arrays_a: Arrays, arrays_b: Arrays,
-                    telemetry_a: list[dict[str, Any]], telemetry_b: list[dict[str, Any]]) -> dict[str, Any]:
+def compare_figures(
+    comparison: dict[str, Any],
+    arrays_a: Arrays,
+    arrays_b: Arrays,
+    telemetry_a: list[dict[str, Any]],
+    telemetry_b: list[dict[str, Any]],
+) -> dict[str, Any]:
     ids = (comparison["a"], comparison["b"])
-    figures = {"bars": as_dict(bars_figure(comparison)),
-               "cdf": as_dict(overlay_cdf_figure(arrays_a, arrays_b, ids))}
+    figures = {
+        "bars": as_dict(bars_figure(comparison)),
+        "cdf": as_dict(overlay_cdf_figure(arrays_a, arrays_b, ids)),
+    }
     series = {**by_node(telemetry_a, f"A #{ids[0]} "), **by_node(telemetry_b, f"B #{ids[1]} ")}
     if series:
         figures["telemetry"] = as_dict(telemetry_figure(series))

@@ -45,8 +45,9 @@ def percentile(values: np.ndarray, q: float) -> float:
     return float(np.percentile(values, q))
 
 
-def bootstrap_percentiles(sorted_values: np.ndarray, q: float, resamples: int,
-                          rng: np.random.Generator) -> np.ndarray:
+def bootstrap_percentiles(
+    sorted_values: np.ndarray, q: float, resamples: int, rng: np.random.Generator
+) -> np.ndarray:
     """`resamples` draws of the q-th percentile of a bootstrap resample of `sorted_values`.
 
     Same law as np.percentile(rng.choice(values, n), q), computed from the two order
@@ -90,9 +91,16 @@ def verdict_of(ci_low: float, ci_high: float, lower_is_better: bool = True) -> s
     return Verdict.NO_CLEAR_CHANGE
 
 
-def compare_percentile(before: Sequence[float] | np.ndarray, after: Sequence[float] | np.ndarray,
-                       q: float, metric: str = "", *, resamples: int = RESAMPLES,
-                       confidence: float = CONFIDENCE, seed: int = SEED) -> MetricDelta:
+def compare_percentile(
+    before: Sequence[float] | np.ndarray,
+    after: Sequence[float] | np.ndarray,
+    q: float,
+    metric: str = "",
+    *,
+    resamples: int = RESAMPLES,
+    confidence: float = CONFIDENCE,
+    seed: int = SEED,
+) -> MetricDelta:
     """The q-th percentile of after minus before, its bootstrap interval and verdict."""
     a = np.sort(np.asarray(before, dtype=float))
     b = np.sort(np.asarray(after, dtype=float))
@@ -105,13 +113,17 @@ def compare_percentile(before: Sequence[float] | np.ndarray, after: Sequence[flo
     if a.size < MIN_SAMPLES or b.size < MIN_SAMPLES:
         return MetricDelta(metric, a_stat, b_stat, delta, pct, None, None, Verdict.NOT_ENOUGH_DATA)
     rng = np.random.default_rng(seed)
-    diffs = bootstrap_percentiles(b, q, resamples, rng) - bootstrap_percentiles(a, q, resamples, rng)
+    diffs = bootstrap_percentiles(b, q, resamples, rng) - bootstrap_percentiles(
+        a, q, resamples, rng
+    )
     tail = (1 - confidence) / 2 * 100
     low, high = (float(v) for v in np.percentile(diffs, [tail, 100 - tail]))
     return MetricDelta(metric, a_stat, b_stat, delta, pct, low, high, verdict_of(low, high))
 
 
-def compare_groups(before: dict[str, np.ndarray], after: dict[str, np.ndarray], **kwargs: float) -> list[MetricDelta]:
+def compare_groups(
+    before: dict[str, np.ndarray], after: dict[str, np.ndarray], **kwargs: float
+) -> list[MetricDelta]:
     """Every metric of METRICS for one tier; `before`/`after` map a sample field to values."""
     empty = np.empty(0)
     return [
@@ -120,7 +132,9 @@ def compare_groups(before: dict[str, np.ndarray], after: dict[str, np.ndarray], 
     ]
 
 
-def cdf_points(values: Sequence[float] | np.ndarray, points: int = CDF_POINTS) -> tuple[list[float], list[float]]:
+def cdf_points(
+    values: Sequence[float] | np.ndarray, points: int = CDF_POINTS
+) -> tuple[list[float], list[float]]:
     """(x, y) of the empirical CDF at `points` evenly spaced quantiles: enough to draw, however
     many samples there are. Computed from all of them."""
     arr = np.asarray(values, dtype=float)

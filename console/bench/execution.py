@@ -20,9 +20,9 @@ from django.utils import timezone
 
 from console.bench import services
 from console.bench.choices import RunStatus
-from console.bench.loadgen import Progress, RunResult, WorkloadSpec, run_workload
 from console.bench.models import BenchmarkRun, RequestSample
 from console.bench.presets import prompts_jsonl
+from loadgen import Progress, RunResult, WorkloadSpec, run_workload
 
 log = logging.getLogger(__name__)
 
@@ -46,11 +46,18 @@ class _Reporter:
     def __call__(self, progress: Progress) -> None:
         try:
             BenchmarkRun.objects.filter(pk=self.run_id, status=RunStatus.RUNNING).update(
-                progress_percent=min(progress.percent, 100.0), elapsed_s=progress.elapsed_s,
-                requests_done=progress.requests_done, errors=progress.errors,
-                current_p99_ttft_s=progress.current_p99_ttft_s, heartbeat_at=timezone.now(),
+                progress_percent=min(progress.percent, 100.0),
+                elapsed_s=progress.elapsed_s,
+                requests_done=progress.requests_done,
+                errors=progress.errors,
+                current_p99_ttft_s=progress.current_p99_ttft_s,
+                heartbeat_at=timezone.now(),
             )
-            state = BenchmarkRun.objects.filter(pk=self.run_id).values_list("status", "cancel_requested").first()
+            state = (
+                BenchmarkRun.objects.filter(pk=self.run_id)
+                .values_list("status", "cancel_requested")
+                .first()
+            )
             if state is None or state[0] != RunStatus.RUNNING or state[1]:
                 self.cancel.set()
         finally:
@@ -67,7 +74,9 @@ def build_spec(run: BenchmarkRun, prompts_dir: Path) -> WorkloadSpec:
     data = {**run.workload, "base_url": run.endpoint.base_url, "model": run.model}
     if run.tier_profiles:
         path = prompts_dir / f"run-{run.pk}.jsonl"
-        path.write_text(prompts_jsonl(run.tier_profiles, seed=int(data.get("seed") or 0)), encoding="utf-8")
+        path.write_text(
+            prompts_jsonl(run.tier_profiles, seed=int(data.get("seed") or 0)), encoding="utf-8"
+        )
         data["prompts_file"] = str(path)
     spec = WorkloadSpec.from_dict(data)
     spec.api_key = run.endpoint.get_api_key() or None
@@ -101,13 +110,22 @@ def execute_run(run_id: int) -> str:
         cancel = threading.Event()
         with tempfile.TemporaryDirectory(prefix="tiergate-bench-") as tmp:
             spec = build_spec(run, Path(tmp))
-            result = asyncio.run(run_workload(spec, on_progress=_Reporter(run_id, cancel), cancel_event=cancel))
+            result = asyncio.run(
+                run_workload(spec, on_progress=_Reporter(run_id, cancel), cancel_event=cancel)
+            )
         store_result(run_id, result)
-        state = BenchmarkRun.objects.filter(pk=run_id).values_list("cancel_requested", flat=True).first()
+        state = (
+            BenchmarkRun.objects.filter(pk=run_id)
+            .values_list("cancel_requested", flat=True)
+            .first()
+        )
         cancelled = result.cancelled or bool(state)
         fields: dict[str, Any] = {
-            "summary": result.summary, "timeseries": result.timeseries, "validity": result.validity,
-            "measured_from": _unix_to_dt(result.window[0]), "measured_to": _unix_to_dt(result.window[1]),
+            "summary": result.summary,
+            "timeseries": result.timeseries,
+            "validity": result.validity,
+            "measured_from": _unix_to_dt(result.window[0]),
+            "measured_to": _unix_to_dt(result.window[1]),
             "heartbeat_at": timezone.now(),
         }
         if not cancelled:

@@ -9,20 +9,28 @@ from django import forms
 
 from console.bench import services
 from console.bench.choices import Preset
-from console.bench.loadgen import SpecError, from_seed003_settings, parse_stages, parse_tier_mix
 from console.fleet.models import Endpoint
+from loadgen import SpecError, from_seed003_settings, parse_stages, parse_tier_mix
 
 MAX_SETTINGS_BYTES = 256 * 1024
 
 
 class RunForm(forms.Form):
     endpoint = forms.ModelChoiceField(queryset=Endpoint.objects.order_by("kind", "name"))
-    model = forms.CharField(max_length=200, required=False, help_text="Blank: the endpoint's default model.")
+    model = forms.CharField(
+        max_length=200, required=False, help_text="Blank: the endpoint's default model."
+    )
     label = forms.CharField(max_length=200, required=False)
     concurrency = forms.IntegerField(min_value=1, required=False, initial=8)
-    rate = forms.FloatField(min_value=0.001, required=False, help_text="Requests per second (instead of concurrency).")
-    arrival = forms.ChoiceField(choices=[("poisson", "Poisson"), ("constant", "constant")], initial="poisson")
-    stages = forms.CharField(required=False, help_text="Step ladder, e.g. 32:10,128:15,256:15 (concurrency:seconds).")
+    rate = forms.FloatField(
+        min_value=0.001, required=False, help_text="Requests per second (instead of concurrency)."
+    )
+    arrival = forms.ChoiceField(
+        choices=[("poisson", "Poisson"), ("constant", "constant")], initial="poisson"
+    )
+    stages = forms.CharField(
+        required=False, help_text="Step ladder, e.g. 32:10,128:15,256:15 (concurrency:seconds)."
+    )
     requests = forms.IntegerField(min_value=1, required=False, initial=50)
     duration_s = forms.FloatField(min_value=0.1, required=False, label="Duration (s)")
     warmup_s = forms.FloatField(min_value=0, required=False, initial=0, label="Warmup (s)")
@@ -35,8 +43,13 @@ class RunForm(forms.Form):
     slo_ttft_ms = forms.FloatField(required=False, min_value=0, label="SLO: TTFT (ms)")
     slo_tpot_ms = forms.FloatField(required=False, min_value=0, label="SLO: TPOT (ms)")
     settings_json = forms.CharField(
-        required=False, widget=forms.Textarea(attrs={"rows": 6}), label="Seed 003 settings.json",
-        help_text="Paste a client settings.json (api / load_test / workload); it replaces the load fields above.",
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 6}),
+        label="Seed 003 settings.json",
+        help_text=(
+            "Paste a client settings.json (api / load_test / workload); "
+            "it replaces the load fields above."
+        ),
     )
     settings_file = forms.FileField(required=False, label="…or upload it")
     notes = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
@@ -54,7 +67,10 @@ class RunForm(forms.Form):
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
-            self.add_error("settings_file" if upload else "settings_json", f"not JSON: {exc.msg} (line {exc.lineno})")
+            self.add_error(
+                "settings_file" if upload else "settings_json",
+                f"not JSON: {exc.msg} (line {exc.lineno})",
+            )
             return None
         if not isinstance(data, dict):
             self.add_error("settings_json", "must be a JSON object")
@@ -89,7 +105,9 @@ class RunForm(forms.Form):
             if data.get(slo) is not None:
                 workload[slo] = data[slo]
         try:
-            data["workload"] = services.validate_workload({**workload, "base_url": endpoint.base_url, "model": model})
+            data["workload"] = services.validate_workload(
+                {**workload, "base_url": endpoint.base_url, "model": model}
+            )
         except services.RunError as exc:
             self._add_spec_error(f"{exc.field.removeprefix('workload.')}: {exc.message}")
         return data
@@ -97,13 +115,19 @@ class RunForm(forms.Form):
     def _workload_fields(self, data: dict[str, Any]) -> dict[str, Any]:
         stages = parse_stages(data.get("stages") or "")
         workload: dict[str, Any] = {
-            "prompt_tokens": data["prompt_tokens"], "max_tokens": data["max_tokens"],
-            "shared_prefix_tokens": data["shared_prefix_tokens"], "stream": bool(data.get("stream")),
-            "temperature": data.get("temperature"), "warmup_s": data.get("warmup_s") or 0.0,
-            "arrival": data["arrival"], "tier_mix": parse_tier_mix(data.get("tier_mix") or ""),
+            "prompt_tokens": data["prompt_tokens"],
+            "max_tokens": data["max_tokens"],
+            "shared_prefix_tokens": data["shared_prefix_tokens"],
+            "stream": bool(data.get("stream")),
+            "temperature": data.get("temperature"),
+            "warmup_s": data.get("warmup_s") or 0.0,
+            "arrival": data["arrival"],
+            "tier_mix": parse_tier_mix(data.get("tier_mix") or ""),
         }
         if stages:
-            workload["stages"] = [{"concurrency": s.concurrency, "duration_s": s.duration_s} for s in stages]
+            workload["stages"] = [
+                {"concurrency": s.concurrency, "duration_s": s.duration_s} for s in stages
+            ]
         elif data.get("rate"):
             workload["rate"] = data["rate"]
         else:
@@ -128,5 +152,8 @@ class QuickRunForm(forms.Form):
     """The one-click buttons: an endpoint and a preset, nothing else."""
 
     endpoint = forms.ModelChoiceField(queryset=Endpoint.objects.all())
-    preset = forms.ChoiceField(choices=[(p.value, p.label) for p in Preset
-                                        if p not in (Preset.CUSTOM, Preset.SEED003_SETTINGS)])
+    preset = forms.ChoiceField(
+        choices=[
+            (p.value, p.label) for p in Preset if p not in (Preset.CUSTOM, Preset.SEED003_SETTINGS)
+        ]
+    )

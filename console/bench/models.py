@@ -15,14 +15,16 @@ from django.conf import settings
 from django.db import models
 
 from console.bench.choices import FINISHED, Preset, RunStatus
-from console.bench.loadgen import ItlStats
-from console.bench.loadgen import RequestSample as LoadgenSample
+from loadgen import ItlStats
+from loadgen import RequestSample as LoadgenSample
 
 
 class BenchmarkRun(models.Model):
     label = models.CharField(max_length=200, blank=True)
     notes = models.TextField(blank=True)
-    endpoint = models.ForeignKey("fleet.Endpoint", on_delete=models.PROTECT, related_name="benchmark_runs")
+    endpoint = models.ForeignKey(
+        "fleet.Endpoint", on_delete=models.PROTECT, related_name="benchmark_runs"
+    )
     model = models.CharField(max_length=200)
     preset = models.CharField(max_length=30, choices=Preset.choices, default=Preset.CUSTOM)
     workload = models.JSONField(help_text="WorkloadSpec.to_dict() (never holds the API key)")
@@ -30,7 +32,9 @@ class BenchmarkRun(models.Model):
     # the task turns them into a prompts file, since one spec has one prompt/output length.
     tier_profiles = models.JSONField(default=dict, blank=True)
 
-    status = models.CharField(max_length=12, choices=RunStatus.choices, default=RunStatus.PENDING, db_index=True)
+    status = models.CharField(
+        max_length=12, choices=RunStatus.choices, default=RunStatus.PENDING, db_index=True
+    )
     status_reason = models.CharField(max_length=500, blank=True)
     cancel_requested = models.BooleanField(default=False)
     celery_task_id = models.CharField(max_length=50, blank=True)
@@ -42,7 +46,11 @@ class BenchmarkRun(models.Model):
     current_p99_ttft_s = models.FloatField(null=True, blank=True)
 
     created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
     )
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     started_at = models.DateTimeField(null=True, blank=True)
@@ -78,7 +86,10 @@ class BenchmarkRun(models.Model):
 
     @property
     def slo(self) -> dict[str, float | None]:
-        return {"ttft_ms": self.workload.get("slo_ttft_ms"), "tpot_ms": self.workload.get("slo_tpot_ms")}
+        return {
+            "ttft_ms": self.workload.get("slo_ttft_ms"),
+            "tpot_ms": self.workload.get("slo_tpot_ms"),
+        }
 
     @property
     def node_ids(self) -> list[int]:
@@ -91,8 +102,12 @@ class BenchmarkRun(models.Model):
 
     def audit_dict(self) -> dict[str, Any]:
         return {
-            "endpoint": self.endpoint_id, "model": self.model, "preset": self.preset,
-            "label": self.label, "status": self.status, "workload": self.workload,
+            "endpoint": self.endpoint_id,
+            "model": self.model,
+            "preset": self.preset,
+            "label": self.label,
+            "status": self.status,
+            "workload": self.workload,
         }
 
 
@@ -122,7 +137,9 @@ class RequestSample(models.Model):
 
     class Meta:
         ordering = ["run", "index"]
-        constraints = [models.UniqueConstraint(fields=["run", "index"], name="bench_sample_run_index")]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "index"], name="bench_sample_run_index")
+        ]
 
     def __str__(self) -> str:
         return f"{self.run_id}#{self.index}"
@@ -130,20 +147,44 @@ class RequestSample(models.Model):
     @classmethod
     def from_loadgen(cls, run_id: int, s: LoadgenSample) -> RequestSample:
         return cls(
-            run_id=run_id, index=s.index, tier=s.tier or "", stage=s.stage, warmup=s.warmup,
-            send_time=s.send_time, dispatch_lag=s.dispatch_lag, ttft=s.ttft, tpot=s.tpot, e2e=s.e2e,
-            itl_count=s.itl.count, itl_mean=s.itl.mean, itl_p50=s.itl.p50, itl_p99=s.itl.p99,
-            itl_max=s.itl.max, prompt_tokens=s.prompt_tokens, output_tokens=s.output_tokens,
-            usage_missing=s.usage_missing, status=s.status, error=s.error or "",
+            run_id=run_id,
+            index=s.index,
+            tier=s.tier or "",
+            stage=s.stage,
+            warmup=s.warmup,
+            send_time=s.send_time,
+            dispatch_lag=s.dispatch_lag,
+            ttft=s.ttft,
+            tpot=s.tpot,
+            e2e=s.e2e,
+            itl_count=s.itl.count,
+            itl_mean=s.itl.mean,
+            itl_p50=s.itl.p50,
+            itl_p99=s.itl.p99,
+            itl_max=s.itl.max,
+            prompt_tokens=s.prompt_tokens,
+            output_tokens=s.output_tokens,
+            usage_missing=s.usage_missing,
+            status=s.status,
+            error=s.error or "",
         )
 
     def to_loadgen(self) -> LoadgenSample:
         """Back to the load generator's record, so its pure summarize() works on stored runs."""
         return LoadgenSample(
-            index=self.index, send_time=self.send_time, tier=self.tier or None, stage=self.stage,
-            warmup=self.warmup, dispatch_lag=self.dispatch_lag, ttft=self.ttft, e2e=self.e2e,
+            index=self.index,
+            send_time=self.send_time,
+            tier=self.tier or None,
+            stage=self.stage,
+            warmup=self.warmup,
+            dispatch_lag=self.dispatch_lag,
+            ttft=self.ttft,
+            e2e=self.e2e,
             tpot=self.tpot,
             itl=ItlStats(self.itl_count, self.itl_mean, self.itl_p50, self.itl_p99, self.itl_max),
-            prompt_tokens=self.prompt_tokens, output_tokens=self.output_tokens,
-            usage_missing=self.usage_missing, status=self.status, error=self.error or None,
+            prompt_tokens=self.prompt_tokens,
+            output_tokens=self.output_tokens,
+            usage_missing=self.usage_missing,
+            status=self.status,
+            error=self.error or None,
         )

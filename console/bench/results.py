@@ -13,17 +13,35 @@ import numpy as np
 from django.utils import timezone
 
 from console.bench.comparison import compare_groups
-from console.bench.loadgen.stats import NO_TIER, OVERALL
 from console.bench.models import BenchmarkRun, RequestSample
 from console.fleet.models import TelemetrySample
 from console.tuning.diffs import dict_diff, launch_args_diff, tier_config_diff
+from loadgen.stats import NO_TIER, OVERALL
 
 LATENCY_FIELDS = ("ttft", "tpot", "e2e")
 # Telemetry a little either side of the run, so the charts show the load arriving and leaving.
 TELEMETRY_MARGIN = timedelta(seconds=5)
-CSV_FIELDS = ["index", "tier", "stage", "warmup", "send_time", "dispatch_lag", "ttft", "tpot", "e2e",
-              "itl_count", "itl_mean", "itl_p50", "itl_p99", "itl_max", "prompt_tokens",
-              "output_tokens", "usage_missing", "status", "error"]
+CSV_FIELDS = [
+    "index",
+    "tier",
+    "stage",
+    "warmup",
+    "send_time",
+    "dispatch_lag",
+    "ttft",
+    "tpot",
+    "e2e",
+    "itl_count",
+    "itl_mean",
+    "itl_p50",
+    "itl_p99",
+    "itl_max",
+    "prompt_tokens",
+    "output_tokens",
+    "usage_missing",
+    "status",
+    "error",
+]
 
 Arrays = dict[str, dict[str, np.ndarray]]
 _TIER_ORDER = {"online": 0, "batch": 1, "offline": 2, OVERALL: 99}
@@ -37,8 +55,9 @@ def tier_sort_key(tier: str) -> tuple[int, str]:
 def sample_arrays(run: BenchmarkRun) -> Arrays:
     """{tier: {"ttft": values, "tpot": ..., "e2e": ...}} of the measured, successful requests,
     plus "overall". NaN marks a missing value (e.g. TPOT of a one-token answer)."""
-    rows = (RequestSample.objects.filter(run=run, warmup=False, error="")
-            .values_list("tier", *LATENCY_FIELDS))
+    rows = RequestSample.objects.filter(run=run, warmup=False, error="").values_list(
+        "tier", *LATENCY_FIELDS
+    )
     by_tier: dict[str, list[tuple[Any, ...]]] = defaultdict(list)
     for row in rows.iterator(chunk_size=5000):
         by_tier[row[0] or NO_TIER].append(row[1:])
@@ -65,17 +84,27 @@ def telemetry_rows(run: BenchmarkRun) -> list[dict[str, Any]]:
     if not run.node_ids or run.started_at is None:
         return []
     end = run.finished_at or timezone.now()
-    rows = (TelemetrySample.objects
-            .filter(node_id__in=run.node_ids, ts__gte=run.started_at - TELEMETRY_MARGIN,
-                    ts__lte=end + TELEMETRY_MARGIN)
-            .order_by("ts").values("node__name", "ts", "gpu_util", "kv_cache_usage", "queue_depth", "gpu_source"))
-    return [{**r, "node": r.pop("node__name"),
-             "t": (r["ts"] - run.started_at).total_seconds()} for r in rows]
+    rows = (
+        TelemetrySample.objects.filter(
+            node_id__in=run.node_ids,
+            ts__gte=run.started_at - TELEMETRY_MARGIN,
+            ts__lte=end + TELEMETRY_MARGIN,
+        )
+        .order_by("ts")
+        .values("node__name", "ts", "gpu_util", "kv_cache_usage", "queue_depth", "gpu_source")
+    )
+    return [
+        {**r, "node": r.pop("node__name"), "t": (r["ts"] - run.started_at).total_seconds()}
+        for r in rows
+    ]
 
 
-def compare_runs(a: BenchmarkRun, b: BenchmarkRun, arrays: tuple[Arrays, Arrays] | None = None) -> dict[str, Any]:
+def compare_runs(
+    a: BenchmarkRun, b: BenchmarkRun, arrays: tuple[Arrays, Arrays] | None = None
+) -> dict[str, Any]:
     """Per tier (and overall): percentile deltas with verdicts, throughput deltas; the config diff.
-    `arrays`: both runs' sample arrays when the caller has them already (the page charts them too)."""
+    `arrays`: both runs' sample arrays when the caller has them already (the page charts them
+    too)."""
     arrays_a, arrays_b = arrays or (sample_arrays(a), sample_arrays(b))
     tiers = sorted(set(arrays_a) | set(arrays_b), key=tier_sort_key)
     result: dict[str, Any] = {}
@@ -86,9 +115,19 @@ def compare_runs(a: BenchmarkRun, b: BenchmarkRun, arrays: tuple[Arrays, Arrays]
         result[tier] = {
             "metrics": [m.as_dict() for m in compare_groups(before, after)],
             "throughput": {
-                key: {"before": sa.get(key), "after": sb.get(key),
-                      "delta": (sb[key] - sa[key]) if sa.get(key) is not None and sb.get(key) is not None else None}
-                for key in ("request_throughput_rps", "output_throughput_tps", "goodput_rps", "error_rate")
+                key: {
+                    "before": sa.get(key),
+                    "after": sb.get(key),
+                    "delta": (sb[key] - sa[key])
+                    if sa.get(key) is not None and sb.get(key) is not None
+                    else None,
+                }
+                for key in (
+                    "request_throughput_rps",
+                    "output_throughput_tps",
+                    "goodput_rps",
+                    "error_rate",
+                )
             },
         }
     return {"a": a.pk, "b": b.pk, "tiers": result, "config_diff": config_diff(a, b)}
@@ -109,15 +148,23 @@ def config_diff(a: BenchmarkRun, b: BenchmarkRun) -> list[dict[str, Any]]:
             changes.append(("name", na.get("name"), nb.get("name")))
         ta, tb = (na.get("tier_config") or {}), (nb.get("tier_config") or {})
         if ta.get("config") and tb.get("config"):
-            changes += [(f"tier_config.{r.path}", r.old, r.new) for r in tier_config_diff(ta["config"], tb["config"])]
+            changes += [
+                (f"tier_config.{r.path}", r.old, r.new)
+                for r in tier_config_diff(ta["config"], tb["config"])
+            ]
         elif ta.get("config") != tb.get("config"):
             changes.append(("tier_config", _ref_label(ta), _ref_label(tb)))
         pa, pb = (na.get("launch_profile") or {}), (nb.get("launch_profile") or {})
-        changes += [(f"launch_profile.{r.path}", r.old, r.new)
-                    for r in launch_args_diff(pa.get("args") or {}, pb.get("args") or {})]
+        changes += [
+            (f"launch_profile.{r.path}", r.old, r.new)
+            for r in launch_args_diff(pa.get("args") or {}, pb.get("args") or {})
+        ]
         ea, eb = (na.get("engine") or {}), (nb.get("engine") or {})
         changes += [(f"engine.{r.path}", r.old, r.new) for r in dict_diff(ea, eb)]
-        changes += [(f"gpu.{r.path}", r.old, r.new) for r in dict_diff(na.get("gpu") or {}, nb.get("gpu") or {})]
+        changes += [
+            (f"gpu.{r.path}", r.old, r.new)
+            for r in dict_diff(na.get("gpu") or {}, nb.get("gpu") or {})
+        ]
         rows += [{"path": prefix + path, "old": old, "new": new} for path, old, new in changes]
     skip = {"base_url", "api_key"}
     wa = {k: v for k, v in (a.workload or {}).items() if k not in skip}
@@ -138,7 +185,12 @@ def csv_lines(run: BenchmarkRun) -> Iterator[str]:
     writer = csv.writer(buffer)
     writer.writerow(CSV_FIELDS)
     yield _drain(buffer)
-    for row in RequestSample.objects.filter(run=run).order_by("index").values_list(*CSV_FIELDS).iterator(chunk_size=5000):
+    for row in (
+        RequestSample.objects.filter(run=run)
+        .order_by("index")
+        .values_list(*CSV_FIELDS)
+        .iterator(chunk_size=5000)
+    ):
         writer.writerow(row)
         yield _drain(buffer)
 

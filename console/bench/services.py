@@ -18,10 +18,10 @@ from django.utils import timezone
 from console.audit.choices import Action
 from console.audit.services import record
 from console.bench.choices import Preset, RunStatus
-from console.bench.loadgen import SpecError, WorkloadSpec
 from console.bench.models import BenchmarkRun
 from console.bench.presets import validate_tier_profiles
 from console.fleet.models import Endpoint, Node, TelemetrySample
+from loadgen import SpecError, WorkloadSpec
 
 # Progress is written about twice a second; a running run silent for this long lost its worker.
 LOST_AFTER = timedelta(seconds=60)
@@ -57,7 +57,9 @@ def validate_workload(workload: dict[str, Any]) -> dict[str, Any]:
         spec = WorkloadSpec.from_dict(workload)
     except SpecError as exc:
         field, _, message = str(exc).partition(": ")
-        raise RunError(f"workload.{field}" if message else "workload", message or str(exc)) from None
+        raise RunError(
+            f"workload.{field}" if message else "workload", message or str(exc)
+        ) from None
     except (TypeError, ValueError) as exc:
         raise RunError("workload", str(exc)) from None
     if spec.prompts_file:
@@ -102,12 +104,24 @@ def create_run(
     clean = validate_workload({**workload, "base_url": endpoint.base_url, "model": model})
     with transaction.atomic():
         run = BenchmarkRun.objects.create(
-            endpoint=endpoint, model=model, preset=preset, workload=clean, tier_profiles=profiles,
-            label=label, notes=notes, created_by=user if getattr(user, "is_authenticated", False) else None,
+            endpoint=endpoint,
+            model=model,
+            preset=preset,
+            workload=clean,
+            tier_profiles=profiles,
+            label=label,
+            notes=notes,
+            created_by=user if getattr(user, "is_authenticated", False) else None,
             celery_task_id=str(uuid.uuid4()),
         )
-        record(action=Action.RUN, obj=run, after=run.audit_dict(), user=user, request=request,
-               message=f"benchmark against {endpoint.name}")
+        record(
+            action=Action.RUN,
+            obj=run,
+            after=run.audit_dict(),
+            user=user,
+            request=request,
+            message=f"benchmark against {endpoint.name}",
+        )
         if enqueue:
             transaction.on_commit(lambda: enqueue_run(run))
     return run
@@ -117,25 +131,34 @@ def enqueue_run(run: BenchmarkRun) -> None:
     from console.bench.tasks import run_benchmark
 
     limit = time_limit_s(run.workload)
-    run_benchmark.apply_async((run.pk,), task_id=run.celery_task_id, time_limit=limit,
-                              soft_time_limit=limit - 10)
+    run_benchmark.apply_async(
+        (run.pk,), task_id=run.celery_task_id, time_limit=limit, soft_time_limit=limit - 10
+    )
 
 
-def request_cancel(run: BenchmarkRun, user: Any = None, request: HttpRequest | None = None) -> BenchmarkRun:
+def request_cancel(
+    run: BenchmarkRun, user: Any = None, request: HttpRequest | None = None
+) -> BenchmarkRun:
     """A pending run is cancelled at once; a running one is flagged, and its task stops at
     its next progress report (within about a second) and keeps what completed."""
     now = timezone.now()
     with transaction.atomic():
         if BenchmarkRun.objects.filter(pk=run.pk, status=RunStatus.PENDING).update(
-            status=RunStatus.CANCELLED, status_reason="cancelled before it started",
-            cancel_requested=True, finished_at=now,
+            status=RunStatus.CANCELLED,
+            status_reason="cancelled before it started",
+            cancel_requested=True,
+            finished_at=now,
         ):
             revoke = True
         else:
-            BenchmarkRun.objects.filter(pk=run.pk, status=RunStatus.RUNNING).update(cancel_requested=True)
+            BenchmarkRun.objects.filter(pk=run.pk, status=RunStatus.RUNNING).update(
+                cancel_requested=True
+            )
             revoke = False
         run.refresh_from_db()
-        record(action=Action.CANCEL, obj=run, user=user, request=request, message="cancel requested")
+        record(
+            action=Action.CANCEL, obj=run, user=user, request=request, message="cancel requested"
+        )
     if revoke and run.celery_task_id:
         from console.celery import app
 
@@ -146,36 +169,57 @@ def request_cancel(run: BenchmarkRun, user: Any = None, request: HttpRequest | N
 def claim(run_id: int, now: datetime | None = None) -> bool:
     """pending -> running, once: a redelivered task finds the run taken and does nothing."""
     now = now or timezone.now()
-    return BenchmarkRun.objects.filter(pk=run_id, status=RunStatus.PENDING).update(
-        status=RunStatus.RUNNING, started_at=now, heartbeat_at=now,
-    ) == 1
+    return (
+        BenchmarkRun.objects.filter(pk=run_id, status=RunStatus.PENDING).update(
+            status=RunStatus.RUNNING,
+            started_at=now,
+            heartbeat_at=now,
+        )
+        == 1
+    )
 
 
 def finish(run_id: int, status: str, reason: str = "", **fields: Any) -> bool:
     """running -> a final state, unless something else (cancel of a pending run, the lost
     worker sweep) already decided; returns whether this call decided."""
-    return BenchmarkRun.objects.filter(pk=run_id, status=RunStatus.RUNNING).update(
-        status=status, status_reason=reason[:500], finished_at=timezone.now(), **fields,
-    ) == 1
+    return (
+        BenchmarkRun.objects.filter(pk=run_id, status=RunStatus.RUNNING).update(
+            status=status,
+            status_reason=reason[:500],
+            finished_at=timezone.now(),
+            **fields,
+        )
+        == 1
+    )
 
 
 def mark_lost_runs(now: datetime | None = None, lost_after: timedelta = LOST_AFTER) -> list[int]:
     """Fail every running run whose task stopped reporting (its worker died or was killed)."""
     now = now or timezone.now()
     stale = list(
-        BenchmarkRun.objects.filter(status=RunStatus.RUNNING, heartbeat_at__lt=now - lost_after)
-        .values_list("pk", flat=True)
+        BenchmarkRun.objects.filter(
+            status=RunStatus.RUNNING, heartbeat_at__lt=now - lost_after
+        ).values_list("pk", flat=True)
     )
     lost = []
     for pk in stale:
         with transaction.atomic():
-            if BenchmarkRun.objects.filter(pk=pk, status=RunStatus.RUNNING,
-                                           heartbeat_at__lt=now - lost_after).update(
-                status=RunStatus.FAILED, finished_at=now,
-                status_reason=f"worker lost: no progress for over {int(lost_after.total_seconds())} s",
+            if BenchmarkRun.objects.filter(
+                pk=pk, status=RunStatus.RUNNING, heartbeat_at__lt=now - lost_after
+            ).update(
+                status=RunStatus.FAILED,
+                finished_at=now,
+                status_reason=(
+                    f"worker lost: no progress for over {int(lost_after.total_seconds())} s"
+                ),
             ):
-                record(action=Action.UPDATE, object_type="bench.benchmarkrun", object_id=str(pk),
-                       object_repr=f"benchmark #{pk}", message="marked failed: worker lost")
+                record(
+                    action=Action.UPDATE,
+                    object_type="bench.benchmarkrun",
+                    object_id=str(pk),
+                    object_repr=f"benchmark #{pk}",
+                    message="marked failed: worker lost",
+                )
                 lost.append(pk)
     return lost
 
@@ -183,8 +227,12 @@ def mark_lost_runs(now: datetime | None = None, lost_after: timedelta = LOST_AFT
 def _version_ref(version: Any, content_field: str) -> dict[str, Any] | None:
     if version is None:
         return None
-    return {"id": version.pk, "name": version.name, "version": version.version,
-            content_field: getattr(version, content_field)}
+    return {
+        "id": version.pk,
+        "name": version.name,
+        "version": version.version,
+        content_field: getattr(version, content_field),
+    }
 
 
 def node_snapshot(node: Node) -> dict[str, Any]:
@@ -195,13 +243,19 @@ def node_snapshot(node: Node) -> dict[str, Any]:
     tier = node.applied_tier_config or node.desired_tier_config
     profile = node.applied_launch_profile or node.desired_launch_profile
     return {
-        "id": node.pk, "name": node.name, "mode": node.mode, "agent_version": node.agent_version,
+        "id": node.pk,
+        "name": node.name,
+        "mode": node.mode,
+        "agent_version": node.agent_version,
         "tier_config": _version_ref(tier, "config"),
         "tier_config_applied": node.applied_tier_config_id is not None,
         "launch_profile": _version_ref(profile, "args"),
         "launch_profile_applied": node.applied_launch_profile_id is not None,
-        "engine": {"model": (node.engine or {}).get("model"), "args": (node.engine or {}).get("args", {}),
-                   "simulated": node.is_simulated},
+        "engine": {
+            "model": (node.engine or {}).get("model"),
+            "args": (node.engine or {}).get("args", {}),
+            "simulated": node.is_simulated,
+        },
         "gpu": {"models": gpus, "count": len(gpus), "source": last.gpu_source if last else None},
     }
 
@@ -210,7 +264,11 @@ def snapshot_config(endpoint: Endpoint) -> dict[str, Any]:
     nodes = [endpoint.node] if endpoint.node is not None else []
     return {
         "taken_at": timezone.now().isoformat(),
-        "endpoint": {"id": endpoint.pk, "name": endpoint.name, "kind": endpoint.kind,
-                     "base_url": endpoint.base_url},
+        "endpoint": {
+            "id": endpoint.pk,
+            "name": endpoint.name,
+            "kind": endpoint.kind,
+            "base_url": endpoint.base_url,
+        },
         "nodes": [node_snapshot(n) for n in nodes],
     }

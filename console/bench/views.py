@@ -28,8 +28,7 @@ RUNS_PER_PAGE = 25
 
 def summary_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
     """The summary's tiers in display order (online, batch, offline, others, overall)."""
-    return [{"tier": tier, **summary[tier]}
-            for tier in sorted(summary, key=results.tier_sort_key)]
+    return [{"tier": tier, **summary[tier]} for tier in sorted(summary, key=results.tier_sort_key)]
 
 
 @login_required
@@ -48,13 +47,23 @@ def run_list(request: HttpRequest) -> HttpResponse:
     endpoints = list(Endpoint.objects.select_related("node").order_by("name"))
     # One-click targets: node gateways first (what the demo has), or the filtered endpoint.
     targets = [e for e in endpoints if str(e.pk) == filters["endpoint"]] or sorted(
-        endpoints, key=lambda e: (e.kind != EndpointKind.GATEWAY, e.name))
-    return render(request, "bench/run_list.html", {
-        "page": page, "filters": filters, "endpoints": endpoints, "targets": targets,
-        "presets": list(PRESETS.values()), "statuses": RunStatus.choices, "preset_choices": Preset.choices,
-        "query": urlencode({k: v for k, v in filters.items() if v}),
-        "can_run": has_role(request.user, OPERATOR),
-    })
+        endpoints, key=lambda e: (e.kind != EndpointKind.GATEWAY, e.name)
+    )
+    return render(
+        request,
+        "bench/run_list.html",
+        {
+            "page": page,
+            "filters": filters,
+            "endpoints": endpoints,
+            "targets": targets,
+            "presets": list(PRESETS.values()),
+            "statuses": RunStatus.choices,
+            "preset_choices": Preset.choices,
+            "query": urlencode({k: v for k, v in filters.items() if v}),
+            "can_run": has_role(request.user, OPERATOR),
+        },
+    )
 
 
 @login_required
@@ -69,9 +78,16 @@ def run_quick(request: HttpRequest) -> HttpResponse:
     model = services.default_model(endpoint)
     workload, profiles = preset_workload(form.cleaned_data["preset"], endpoint.base_url, model)
     try:
-        run = services.create_run(endpoint=endpoint, workload=workload, user=request.user, request=request,
-                                  model=model, preset=form.cleaned_data["preset"], tier_profiles=profiles,
-                                  label=f"{PRESETS[form.cleaned_data['preset']].title} on {endpoint.name}")
+        run = services.create_run(
+            endpoint=endpoint,
+            workload=workload,
+            user=request.user,
+            request=request,
+            model=model,
+            preset=form.cleaned_data["preset"],
+            tier_profiles=profiles,
+            label=f"{PRESETS[form.cleaned_data['preset']].title} on {endpoint.name}",
+        )
     except services.RunError as exc:
         messages.error(request, f"Cannot start the run: {exc}")
         return redirect("bench:run-list")
@@ -86,9 +102,16 @@ def run_create(request: HttpRequest) -> HttpResponse:
         form = RunForm(request.POST, request.FILES)
         if form.is_valid():
             data = form.cleaned_data
-            run = services.create_run(endpoint=data["endpoint"], workload=data["workload"], user=request.user,
-                                      request=request, model=data["model"], preset=data["preset"],
-                                      label=data.get("label", ""), notes=data.get("notes", ""))
+            run = services.create_run(
+                endpoint=data["endpoint"],
+                workload=data["workload"],
+                user=request.user,
+                request=request,
+                model=data["model"],
+                preset=data["preset"],
+                label=data.get("label", ""),
+                notes=data.get("notes", ""),
+            )
             return redirect("bench:run-detail", pk=run.pk)
     else:
         form = RunForm(initial={"endpoint": request.GET.get("endpoint")})
@@ -104,11 +127,21 @@ def _run(pk: int) -> BenchmarkRun:
 def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     require_role(request, VIEWER)
     run = _run(pk)
-    context: dict[str, Any] = {"run": run, "can_run": has_role(request.user, OPERATOR),
-                               "rows": summary_rows(run.summary or {}), "figures": None}
+    context: dict[str, Any] = {
+        "run": run,
+        "can_run": has_role(request.user, OPERATOR),
+        "rows": summary_rows(run.summary or {}),
+        "figures": None,
+    }
     if run.summary:
-        context["figures"] = charts.run_figures(run, results.sample_arrays(run), results.telemetry_rows(run))
-    others = BenchmarkRun.objects.exclude(pk=run.pk).filter(status=RunStatus.SUCCEEDED).order_by("-created_at")
+        context["figures"] = charts.run_figures(
+            run, results.sample_arrays(run), results.telemetry_rows(run)
+        )
+    others = (
+        BenchmarkRun.objects.exclude(pk=run.pk)
+        .filter(status=RunStatus.SUCCEEDED)
+        .order_by("-created_at")
+    )
     context["compare_with"] = others[:50]
     return render(request, "bench/run_detail.html", context)
 
@@ -118,7 +151,11 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
 def run_progress(request: HttpRequest, pk: int) -> HttpResponse:
     """The live fragment (data-live-url): progress bar while active, a done marker after."""
     require_role(request, VIEWER)
-    return render(request, "bench/_progress.html", {"run": _run(pk), "can_run": has_role(request.user, OPERATOR)})
+    return render(
+        request,
+        "bench/_progress.html",
+        {"run": _run(pk), "can_run": has_role(request.user, OPERATOR)},
+    )
 
 
 @login_required
@@ -128,7 +165,9 @@ def run_cancel(request: HttpRequest, pk: int) -> HttpResponse:
     run = _run(pk)
     if run.is_active:
         services.request_cancel(run, request.user, request)
-        messages.info(request, "Cancel requested: the run stops within a second and keeps what completed.")
+        messages.info(
+            request, "Cancel requested: the run stops within a second and keeps what completed."
+        )
     return redirect("bench:run-detail", pk=pk)
 
 
@@ -137,16 +176,28 @@ def run_cancel(request: HttpRequest, pk: int) -> HttpResponse:
 def run_export_json(request: HttpRequest, pk: int) -> HttpResponse:
     require_role(request, VIEWER)
     run = _run(pk)
-    samples = [s.to_loadgen().to_dict(with_itl_raw=False)
-               for s in RequestSample.objects.filter(run=run).order_by("index").iterator(chunk_size=5000)]
+    samples = [
+        s.to_loadgen().to_dict(with_itl_raw=False)
+        for s in RequestSample.objects.filter(run=run).order_by("index").iterator(chunk_size=5000)
+    ]
     data = {
-        "id": run.pk, "label": run.label, "endpoint": run.endpoint.name, "model": run.model,
-        "preset": run.preset, "status": run.status, "status_reason": run.status_reason,
+        "id": run.pk,
+        "label": run.label,
+        "endpoint": run.endpoint.name,
+        "model": run.model,
+        "preset": run.preset,
+        "status": run.status,
+        "status_reason": run.status_reason,
         "created_at": run.created_at.isoformat(),
         "started_at": run.started_at.isoformat() if run.started_at else None,
         "finished_at": run.finished_at.isoformat() if run.finished_at else None,
-        "workload": run.workload, "tier_profiles": run.tier_profiles, "config_snapshot": run.config_snapshot,
-        "summary": run.summary, "timeseries": run.timeseries, "validity": run.validity, "samples": samples,
+        "workload": run.workload,
+        "tier_profiles": run.tier_profiles,
+        "config_snapshot": run.config_snapshot,
+        "summary": run.summary,
+        "timeseries": run.timeseries,
+        "validity": run.validity,
+        "samples": samples,
     }
     response = JsonResponse(data, json_dumps_params={"indent": 1})
     response["Content-Disposition"] = f'attachment; filename="benchmark-{run.pk}.json"'
@@ -168,18 +219,34 @@ def run_export_csv(request: HttpRequest, pk: int) -> HttpResponse:
 def compare(request: HttpRequest) -> HttpResponse:
     require_role(request, VIEWER)
     a_id, b_id = request.GET.get("a", ""), request.GET.get("b", "")
-    finished = BenchmarkRun.objects.exclude(summary={}).select_related("endpoint").order_by("-created_at")[:200]
+    finished = (
+        BenchmarkRun.objects.exclude(summary={})
+        .select_related("endpoint")
+        .order_by("-created_at")[:200]
+    )
     context: dict[str, Any] = {"choices": finished, "a_id": a_id, "b_id": b_id, "comparison": None}
     if a_id.isdigit() and b_id.isdigit():
         a, b = _run(int(a_id)), _run(int(b_id))
-        arrays = results.sample_arrays(a), results.sample_arrays(b)  # read once: verdicts and charts
+        arrays = (
+            results.sample_arrays(a),
+            results.sample_arrays(b),
+        )  # read once: verdicts and charts
         comparison = results.compare_runs(a, b, arrays)
-        context.update({
-            "a": a, "b": b, "comparison": comparison,
-            "tiers": sorted(comparison["tiers"].items(), key=lambda kv: results.tier_sort_key(kv[0])),
-            "figures": charts.compare_figures(comparison, *arrays,
-                                              results.telemetry_rows(a), results.telemetry_rows(b)),
-            "diff_json": [{**row, "old": json.dumps(row["old"]), "new": json.dumps(row["new"])}
-                          for row in comparison["config_diff"]],
-        })
+        context.update(
+            {
+                "a": a,
+                "b": b,
+                "comparison": comparison,
+                "tiers": sorted(
+                    comparison["tiers"].items(), key=lambda kv: results.tier_sort_key(kv[0])
+                ),
+                "figures": charts.compare_figures(
+                    comparison, *arrays, results.telemetry_rows(a), results.telemetry_rows(b)
+                ),
+                "diff_json": [
+                    {**row, "old": json.dumps(row["old"]), "new": json.dumps(row["new"])}
+                    for row in comparison["config_diff"]
+                ],
+            }
+        )
     return render(request, "bench/compare.html", context)

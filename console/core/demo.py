@@ -52,11 +52,29 @@ DEMO_MODEL = "demo-8b"
 def core_processes(ctx: DemoContext) -> list[ProcessSpec]:
     python = sys.executable
     return [
-        ProcessSpec("web", [python, "manage.py", "runserver", "--noreload", f"{ctx.host}:{ctx.port}"],
-                    ready_url=f"{ctx.console_url}/healthz?worker=0"),
-        ProcessSpec("worker", [python, "-m", "celery", "-A", "console", "worker", "--beat",
-                               "--loglevel", "INFO", "--concurrency", str(min(4, os.cpu_count() or 2)),
-                               "--schedule", str(ctx.data_dir / "celerybeat-schedule")]),
+        ProcessSpec(
+            "web",
+            [python, "manage.py", "runserver", "--noreload", f"{ctx.host}:{ctx.port}"],
+            ready_url=f"{ctx.console_url}/healthz?worker=0",
+        ),
+        ProcessSpec(
+            "worker",
+            [
+                python,
+                "-m",
+                "celery",
+                "-A",
+                "console",
+                "worker",
+                "--beat",
+                "--loglevel",
+                "INFO",
+                "--concurrency",
+                str(min(4, os.cpu_count() or 2)),
+                "--schedule",
+                str(ctx.data_dir / "celerybeat-schedule"),
+            ],
+        ),
     ]
 
 
@@ -72,15 +90,30 @@ def node_processes(ctx: DemoContext) -> list[ProcessSpec]:
     specs = []
     for index, node in enumerate(nodes):
         flags = DEMO_ENGINE_FLAGS[index % len(DEMO_ENGINE_FLAGS)]
-        engine_cmd = " ".join(["vllm", "serve", DEMO_MODEL, "--port", str(node["engine_port"]), *flags])
-        specs.append(ProcessSpec(
-            f"agent {node['name']}",
-            [sys.executable, "-m", "gpu_agent", "--engine-cmd", engine_cmd, "--simulate",
-             "--listen", f"{ctx.host}:{node['agent_port']}", "--console", ctx.console_url,
-             "--state-dir", str(ctx.data_dir / "agents" / node["name"])],
-            env={"TIERGATE_NODE_TOKEN": node["token"]},
-            ready_url=f"http://{ctx.host}:{node['agent_port']}/health",
-        ))
+        engine_cmd = " ".join(
+            ["vllm", "serve", DEMO_MODEL, "--port", str(node["engine_port"]), *flags]
+        )
+        specs.append(
+            ProcessSpec(
+                f"agent {node['name']}",
+                [
+                    sys.executable,
+                    "-m",
+                    "gpu_agent",
+                    "--engine-cmd",
+                    engine_cmd,
+                    "--simulate",
+                    "--listen",
+                    f"{ctx.host}:{node['agent_port']}",
+                    "--console",
+                    ctx.console_url,
+                    "--state-dir",
+                    str(ctx.data_dir / "agents" / node["name"]),
+                ],
+                env={"TIERGATE_NODE_TOKEN": node["token"]},
+                ready_url=f"http://{ctx.host}:{node['agent_port']}/health",
+            )
+        )
     return specs
 
 

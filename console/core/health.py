@@ -52,7 +52,9 @@ def _worker() -> str:
         answer = result.get(timeout=WORKER_PING_TIMEOUT_S, interval=0.05)
     except Exception:
         result.forget()
-        raise RuntimeError(f"no worker answered a ping within {WORKER_PING_TIMEOUT_S:.0f} s") from None
+        raise RuntimeError(
+            f"no worker answered a ping within {WORKER_PING_TIMEOUT_S:.0f} s"
+        ) from None
     return f"worker answered {answer!r}"
 
 

@@ -16,8 +16,17 @@ class EndpointAdmin(admin.ModelAdmin):
     list_display = ("name", "kind", "base_url", "api_key_masked", "default_model", "node")
     list_filter = ("kind",)
     search_fields = ("name", "base_url")
-    fields = ("name", "kind", "base_url", "api_key_masked", "models", "default_model", "node",
-              "created_at", "updated_at")
+    fields = (
+        "name",
+        "kind",
+        "base_url",
+        "api_key_masked",
+        "models",
+        "default_model",
+        "node",
+        "created_at",
+        "updated_at",
+    )
     readonly_fields = ("api_key_masked", "created_at", "updated_at")
 
     def has_add_permission(self, request: Any) -> bool:
@@ -28,9 +37,21 @@ class EndpointAdmin(admin.ModelAdmin):
 class NodeAdmin(admin.ModelAdmin):
     list_display = ("name", "mode", "last_seen_at", "applied_tier_config", "desired_tier_config")
     search_fields = ("name",)
-    readonly_fields = ("token_sha256", "applied_tier_config", "applied_launch_profile", "apply_errors", "mode",
-                       "agent_version", "listen_url", "engine", "health", "last_sample", "last_seen_at",
-                       "keys_version", "created_at")
+    readonly_fields = (
+        "token_sha256",
+        "applied_tier_config",
+        "applied_launch_profile",
+        "apply_errors",
+        "mode",
+        "agent_version",
+        "listen_url",
+        "engine",
+        "health",
+        "last_sample",
+        "last_seen_at",
+        "keys_version",
+        "created_at",
+    )
 
     def has_add_permission(self, request: Any) -> bool:
         return False  # the token must be shown once: create nodes in the fleet page or API
@@ -38,7 +59,15 @@ class NodeAdmin(admin.ModelAdmin):
 
 @admin.register(GatewayKey)
 class GatewayKeyAdmin(admin.ModelAdmin):
-    list_display = ("name", "prefix", "default_tier", "all_nodes", "created_by", "created_at", "revoked_at")
+    list_display = (
+        "name",
+        "prefix",
+        "default_tier",
+        "all_nodes",
+        "created_by",
+        "created_at",
+        "revoked_at",
+    )
     list_filter = ("all_nodes",)
     search_fields = ("name", "prefix")
     readonly_fields = ("sha256", "prefix", "tiers", "default_tier", "created_by", "created_at")

@@ -31,4 +31,3 @@ class NodeStatus(models.TextChoices):
     DEGRADED = "degraded", "degraded"
     DOWN = "down", "engine down"
     STALE = "stale", "stale"
-

@@ -30,7 +30,9 @@ DEMO_TIER_CONFIG = "default"
 def _saved_tokens() -> dict[str, str]:
     path = settings.DATA_DIR / DEMO_FILE
     try:
-        return {item["name"]: item["token"] for item in json.loads(path.read_text(encoding="utf-8"))}
+        return {
+            item["name"]: item["token"] for item in json.loads(path.read_text(encoding="utf-8"))
+        }
     except (OSError, ValueError, KeyError, TypeError):
         return {}
 
@@ -50,13 +52,19 @@ def seed(ctx: Any) -> list[str]:
         elif not token or crypto.sha256_hex(token) != node.token_sha256:
             token = services.rotate_node_token(node, admin)
         nodes.append(node)
-        entries.append({"name": name, "token": token, "engine_port": engine_port, "agent_port": agent_port})
+        entries.append(
+            {"name": name, "token": token, "engine_port": engine_port, "agent_port": agent_port}
+        )
     path = settings.DATA_DIR / DEMO_FILE
     path.write_text(json.dumps(entries, indent=2) + "\n", encoding="utf-8")
     path.chmod(0o600)
     # Nodes start on v1, so the demo's v2 is there to be rolled out (and rolled back).
     first = TierConfigVersion.objects.filter(name=DEMO_TIER_CONFIG).order_by("version").first()
     if first is not None:
-        services.set_desired([n for n in nodes if n.desired_tier_config_id is None], tier_config=first,
-                             user=admin, reason="demo")
+        services.set_desired(
+            [n for n in nodes if n.desired_tier_config_id is None],
+            tier_config=first,
+            user=admin,
+            reason="demo",
+        )
     return [f"fleet: nodes {', '.join(n for n, _, _ in DEMO_NODES)} (tokens in {path})"]

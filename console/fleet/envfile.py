@@ -96,7 +96,9 @@ def env_prefix(name: str) -> str:
     return re.sub(r"[^A-Z0-9]+", "_", name.upper()).strip("_") or "ENDPOINT"
 
 
-def render_env(name: str, base_url: str, masked_key: str, models: list[str], default_model: str) -> str:
+def render_env(
+    name: str, base_url: str, masked_key: str, models: list[str], default_model: str
+) -> str:
     """The endpoint as export lines; the key is whatever masked form the caller passes."""
     prefix = env_prefix(name)
     lines = [

@@ -31,18 +31,33 @@ class NodeForm(forms.Form):
 
 class EndpointForm(forms.Form):
     name = forms.CharField(max_length=100)
-    base_url = forms.CharField(max_length=500, validators=[validate_base_url], help_text="As the OpenAI SDK takes it, e.g. http://host:8000/v1")
-    api_key = forms.CharField(required=False, strip=False, widget=forms.PasswordInput(render_value=False),
-                              help_text="Stored encrypted; never shown again. Leave empty to keep the current key.")
+    base_url = forms.CharField(
+        max_length=500,
+        validators=[validate_base_url],
+        help_text="As the OpenAI SDK takes it, e.g. http://host:8000/v1",
+    )
+    api_key = forms.CharField(
+        required=False,
+        strip=False,
+        widget=forms.PasswordInput(render_value=False),
+        help_text="Stored encrypted; never shown again. Leave empty to keep the current key.",
+    )
     kind = forms.ChoiceField(choices=EndpointKind.choices, initial=EndpointKind.EXTERNAL)
-    models = forms.CharField(required=False, help_text="Comma-separated model IDs (or fetch them later)")
+    models = forms.CharField(
+        required=False, help_text="Comma-separated model IDs (or fetch them later)"
+    )
     default_model = forms.CharField(required=False, max_length=200)
 
     def __init__(self, *args: Any, instance: Endpoint | None = None, **kwargs: Any) -> None:
         self.instance = instance
         if instance is not None and "initial" not in kwargs:
-            kwargs["initial"] = {"name": instance.name, "base_url": instance.base_url, "kind": instance.kind,
-                                 "models": ", ".join(instance.models), "default_model": instance.default_model}
+            kwargs["initial"] = {
+                "name": instance.name,
+                "base_url": instance.base_url,
+                "kind": instance.kind,
+                "models": ", ".join(instance.models),
+                "default_model": instance.default_model,
+            }
         super().__init__(*args, **kwargs)
 
     def clean_name(self) -> str:
@@ -59,17 +74,23 @@ class EndpointForm(forms.Form):
 
 
 class EnvImportForm(forms.Form):
-    text = forms.CharField(strip=False, widget=forms.Textarea(attrs={"rows": 8}),
-                           help_text="export X_BASE_URL=...  export X_API_KEY=...  export X_MODEL_ONLINE=...")
+    text = forms.CharField(
+        strip=False,
+        widget=forms.Textarea(attrs={"rows": 8}),
+        help_text="export X_BASE_URL=...  export X_API_KEY=...  export X_MODEL_ONLINE=...",
+    )
     kind = forms.ChoiceField(choices=EndpointKind.choices, initial=EndpointKind.EXTERNAL)
 
 
 class GatewayKeyForm(forms.Form):
     name = forms.CharField(max_length=100)
-    tiers = forms.CharField(initial="online, batch, offline", help_text="Comma-separated tiers the key may use")
+    tiers = forms.CharField(
+        initial="online, batch, offline", help_text="Comma-separated tiers the key may use"
+    )
     default_tier = forms.CharField(max_length=50, initial="online")
-    nodes = forms.ModelMultipleChoiceField(queryset=Node.objects.all(), required=False,
-                                           help_text="None selected: valid on every node")
+    nodes = forms.ModelMultipleChoiceField(
+        queryset=Node.objects.all(), required=False, help_text="None selected: valid on every node"
+    )
 
     def clean_tiers(self) -> list[str]:
         return _split(self.cleaned_data.get("tiers") or "")

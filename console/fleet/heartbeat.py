@@ -38,8 +38,15 @@ def heartbeat_interval_s() -> float:
 
 # What a beat reads of the node row. The JSON columns it only overwrites are left unread, and
 # the desired versions' content is fetched only on the rare beat that must carry it.
-_BEAT_FIELDS = ("id", "name", "listen_url", "desired_tier_config_id", "applied_tier_config_id",
-                "desired_launch_profile_id", "applied_launch_profile_id")
+_BEAT_FIELDS = (
+    "id",
+    "name",
+    "listen_url",
+    "desired_tier_config_id",
+    "applied_tier_config_id",
+    "desired_launch_profile_id",
+    "applied_launch_profile_id",
+)
 
 
 def node_for_token(token: str) -> Node | None:
@@ -60,6 +67,7 @@ def names_node(node: Node, claimed: str | int | None) -> bool:
 
 # --- gateway keys --------------------------------------------------------------------------
 
+
 def _keys_sql() -> str:
     keys, scope = GatewayKey._meta.db_table, GatewayKey.nodes.through._meta.db_table
     return (
@@ -77,8 +85,15 @@ def keys_for_node(node: Node) -> list[dict[str, Any]]:
     with connection.cursor() as cursor:
         cursor.execute(_keys_sql(), [True, node.pk])
         rows = cursor.fetchall()
-    return [{"name": name, "sha256": digest, "tiers": list(tiers if isinstance(tiers, list) else json.loads(tiers)),
-             "default_tier": default_tier} for name, digest, tiers, default_tier in rows]
+    return [
+        {
+            "name": name,
+            "sha256": digest,
+            "tiers": list(tiers if isinstance(tiers, list) else json.loads(tiers)),
+            "default_tier": default_tier,
+        }
+        for name, digest, tiers, default_tier in rows
+    ]
 
 
 def keys_version(keys: list[dict[str, Any]]) -> str:
@@ -88,6 +103,7 @@ def keys_version(keys: list[dict[str, Any]]) -> str:
 
 
 # --- desired versions ----------------------------------------------------------------------
+
 
 def launch_argv(version: LaunchProfileVersion) -> list[str] | None:
     """The `vllm serve` argv of a stored profile version, as every page renders it (types only,
@@ -100,7 +116,9 @@ def launch_argv(version: LaunchProfileVersion) -> list[str] | None:
         return None
 
 
-def desired_reply(node: Node, applied_tier: int | None, applied_profile: int | None) -> dict[str, Any]:
+def desired_reply(
+    node: Node, applied_tier: int | None, applied_profile: int | None
+) -> dict[str, Any]:
     """`desired` of the reply: `{"id"}` alone when the agent already runs it, else the content."""
     tier: dict[str, Any] | None = None
     if node.desired_tier_config_id is not None:
@@ -118,6 +136,7 @@ def desired_reply(node: Node, applied_tier: int | None, applied_profile: int | N
 
 
 # --- samples --------------------------------------------------------------------------------
+
 
 def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
@@ -150,10 +169,19 @@ def sample_row(node_id: int, sample: SampleIn) -> TelemetrySample:
 def summary_of(row: TelemetrySample) -> dict[str, Any]:
     """What the fleet page shows of the newest sample (kept on the node row)."""
     return {
-        "ts": row.ts.isoformat(), "gpu_source": row.gpu_source, "gpu_util": row.gpu_util,
-        "kv_cache_usage": row.kv_cache_usage, "queue_depth": row.queue_depth,
-        "tiers": {name: {"depth": t.get("depth"), "in_flight": t.get("in_flight"),
-                         "ttft_p99_s": t.get("ttft_p99_s")} for name, t in row.tiers.items()},
+        "ts": row.ts.isoformat(),
+        "gpu_source": row.gpu_source,
+        "gpu_util": row.gpu_util,
+        "kv_cache_usage": row.kv_cache_usage,
+        "queue_depth": row.queue_depth,
+        "tiers": {
+            name: {
+                "depth": t.get("depth"),
+                "in_flight": t.get("in_flight"),
+                "ttft_p99_s": t.get("ttft_p99_s"),
+            }
+            for name, t in row.tiers.items()
+        },
         "gpus": len(row.gpus),
     }
 
@@ -176,6 +204,7 @@ def follow_up_interval(desired: dict[str, Any], beat: HeartbeatIn) -> float:
 
 # --- the beat -------------------------------------------------------------------------------
 
+
 def _known_applied(model: Any, claimed: int | None, stored: int | None) -> int | None:
     """The applied id to store: an id the console does not know (a version deleted, or an
     agent pointed at another console) is stored as None rather than breaking the beat."""
@@ -190,16 +219,23 @@ def process(node: Node, beat: HeartbeatIn, now: datetime | None = None) -> dict[
 
     now = now or timezone.now()
     rows = [sample_row(node.pk, s) for s in beat.samples]
-    applied_tier = _known_applied(TierConfigVersion, beat.applied.tier_config, node.applied_tier_config_id)
+    applied_tier = _known_applied(
+        TierConfigVersion, beat.applied.tier_config, node.applied_tier_config_id
+    )
     applied_profile = _known_applied(
         LaunchProfileVersion, beat.applied.launch_profile, node.applied_launch_profile_id
     )
     changes: dict[str, Any] = {
-        "mode": beat.mode, "agent_version": beat.agent_version, "listen_url": beat.listen_url,
-        "engine": beat.engine.model_dump(), "health": beat.health.model_dump(),
+        "mode": beat.mode,
+        "agent_version": beat.agent_version,
+        "listen_url": beat.listen_url,
+        "engine": beat.engine.model_dump(),
+        "health": beat.health.model_dump(),
         "apply_errors": {kind: e.model_dump() for kind, e in beat.apply_errors.items()},
-        "keys_version": beat.keys_version, "last_seen_at": now,
-        "applied_tier_config_id": applied_tier, "applied_launch_profile_id": applied_profile,
+        "keys_version": beat.keys_version,
+        "last_seen_at": now,
+        "applied_tier_config_id": applied_tier,
+        "applied_launch_profile_id": applied_profile,
     }
     if rows:
         changes["last_sample"] = summary_of(max(rows, key=lambda r: r.ts))
@@ -216,9 +252,17 @@ def process(node: Node, beat: HeartbeatIn, now: datetime | None = None) -> dict[
             setattr(node, field, value)
         if (applied_tier, applied_profile) != applied_before:
             record(
-                action=Action.UPDATE, obj=node, message="agent reported newly applied versions",
-                before={"applied_tier_config": applied_before[0], "applied_launch_profile": applied_before[1]},
-                after={"applied_tier_config": applied_tier, "applied_launch_profile": applied_profile},
+                action=Action.UPDATE,
+                obj=node,
+                message="agent reported newly applied versions",
+                before={
+                    "applied_tier_config": applied_before[0],
+                    "applied_launch_profile": applied_before[1],
+                },
+                after={
+                    "applied_tier_config": applied_tier,
+                    "applied_launch_profile": applied_profile,
+                },
             )
         if listen_changed:
             from console.fleet.services import ensure_gateway_endpoint

@@ -45,13 +45,22 @@ class Endpoint(models.Model):
     """
 
     name = models.CharField(max_length=100, unique=True)
-    base_url = models.CharField(max_length=500, validators=[validate_base_url],
-                                help_text="As the OpenAI SDK takes it, e.g. http://host:8000/v1")
+    base_url = models.CharField(
+        max_length=500,
+        validators=[validate_base_url],
+        help_text="As the OpenAI SDK takes it, e.g. http://host:8000/v1",
+    )
     api_key_encrypted = models.TextField(blank=True, editable=False, help_text="Fernet ciphertext")
     default_model = models.CharField(max_length=200, blank=True)
-    kind = models.CharField(max_length=20, choices=EndpointKind.choices, default=EndpointKind.EXTERNAL)
+    kind = models.CharField(
+        max_length=20, choices=EndpointKind.choices, default=EndpointKind.EXTERNAL
+    )
     node = models.ForeignKey(
-        "fleet.Node", null=True, blank=True, on_delete=models.SET_NULL, related_name="endpoints",
+        "fleet.Node",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="endpoints",
     )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -87,9 +96,13 @@ class Endpoint(models.Model):
     def audit_dict(self) -> dict[str, Any]:
         """What the audit log keeps of an endpoint: everything but the key itself."""
         return {
-            "name": self.name, "base_url": self.base_url, "kind": self.kind,
-            "models": list(self.models), "default_model": self.default_model,
-            "node": self.node_id, "api_key": self.api_key_masked,
+            "name": self.name,
+            "base_url": self.base_url,
+            "kind": self.kind,
+            "models": list(self.models),
+            "default_model": self.default_model,
+            "node": self.node_id,
+            "api_key": self.api_key_masked,
         }
 
 
@@ -101,24 +114,46 @@ class Node(models.Model):
     """
 
     name = models.SlugField(max_length=100, unique=True, help_text="Letters, digits, '-' and '_'.")
-    labels = models.JSONField(default=list, blank=True, help_text="Free-form tags, e.g. ['h200', 'zone-a']")
+    labels = models.JSONField(
+        default=list, blank=True, help_text="Free-form tags, e.g. ['h200', 'zone-a']"
+    )
     token_sha256 = models.CharField(max_length=64, unique=True, editable=False)
 
     desired_tier_config = models.ForeignKey(
-        "tuning.TierConfigVersion", null=True, blank=True, on_delete=models.PROTECT, related_name="+",
+        "tuning.TierConfigVersion",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
     )
     applied_tier_config = models.ForeignKey(
-        "tuning.TierConfigVersion", null=True, blank=True, on_delete=models.PROTECT, related_name="+",
+        "tuning.TierConfigVersion",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
     )
     desired_launch_profile = models.ForeignKey(
-        "tuning.LaunchProfileVersion", null=True, blank=True, on_delete=models.PROTECT, related_name="+",
+        "tuning.LaunchProfileVersion",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
     )
     applied_launch_profile = models.ForeignKey(
-        "tuning.LaunchProfileVersion", null=True, blank=True, on_delete=models.PROTECT, related_name="+",
+        "tuning.LaunchProfileVersion",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
     )
-    apply_errors = models.JSONField(default=dict, blank=True, help_text="Last failed apply per kind")
+    apply_errors = models.JSONField(
+        default=dict, blank=True, help_text="Last failed apply per kind"
+    )
 
-    mode = models.CharField(max_length=10, choices=NodeMode.choices, blank=True, default=NodeMode.UNKNOWN)
+    mode = models.CharField(
+        max_length=10, choices=NodeMode.choices, blank=True, default=NodeMode.UNKNOWN
+    )
     agent_version = models.CharField(max_length=40, blank=True)
     listen_url = models.CharField(max_length=300, blank=True, help_text="Where the gateway answers")
     engine = models.JSONField(default=dict, blank=True, help_text="url, model, simulated, args")
@@ -126,7 +161,9 @@ class Node(models.Model):
     # The newest sample, copied here so the fleet page needs no telemetry query per node.
     last_sample = models.JSONField(default=dict, blank=True)
     last_seen_at = models.DateTimeField(null=True, blank=True)
-    keys_version = models.CharField(max_length=64, blank=True, help_text="As last reported by the agent")
+    keys_version = models.CharField(
+        max_length=64, blank=True, help_text="As last reported by the agent"
+    )
 
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -157,7 +194,10 @@ class Node(models.Model):
 
     @property
     def tier_config_drift(self) -> bool:
-        return self.desired_tier_config_id is not None and self.desired_tier_config_id != self.applied_tier_config_id
+        return (
+            self.desired_tier_config_id is not None
+            and self.desired_tier_config_id != self.applied_tier_config_id
+        )
 
     @property
     def launch_profile_drift(self) -> bool:
@@ -168,7 +208,8 @@ class Node(models.Model):
 
     def audit_dict(self) -> dict[str, Any]:
         return {
-            "name": self.name, "labels": list(self.labels),
+            "name": self.name,
+            "labels": list(self.labels),
             "desired_tier_config": self.desired_tier_config_id,
             "desired_launch_profile": self.desired_launch_profile_id,
         }
@@ -191,9 +232,13 @@ class TelemetrySample(models.Model):
     gpu_util = models.FloatField(null=True, help_text="Mean utilisation of the node's GPUs, 0-1")
     kv_cache_usage = models.FloatField(null=True, help_text="0-1")
     queue_depth = models.IntegerField(null=True, help_text="Gateway queue depth, all tiers")
-    finished = models.IntegerField(null=True, help_text="Requests finished in the second, all tiers")
+    finished = models.IntegerField(
+        null=True, help_text="Requests finished in the second, all tiers"
+    )
     errors = models.IntegerField(null=True, help_text="Errors in the second, all tiers")
-    ttft_p99_online_s = models.FloatField(null=True, help_text="TTFT P99 of the online tier, seconds")
+    ttft_p99_online_s = models.FloatField(
+        null=True, help_text="TTFT P99 of the online tier, seconds"
+    )
 
     class Meta:
         ordering = ["node", "ts"]
@@ -221,13 +266,21 @@ class GatewayKey(models.Model):
 
     name = models.CharField(max_length=100)
     sha256 = models.CharField(max_length=64, unique=True, editable=False)
-    prefix = models.CharField(max_length=12, editable=False, help_text="First 8 characters, for display")
+    prefix = models.CharField(
+        max_length=12, editable=False, help_text="First 8 characters, for display"
+    )
     tiers = models.JSONField(help_text="Tiers this key may use")
     default_tier = models.CharField(max_length=50)
-    all_nodes = models.BooleanField(default=True, help_text="Valid on every node (else only on `nodes`)")
+    all_nodes = models.BooleanField(
+        default=True, help_text="Valid on every node (else only on `nodes`)"
+    )
     nodes = models.ManyToManyField(Node, blank=True, related_name="gateway_keys")
     created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
     )
     created_at = models.DateTimeField(auto_now_add=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
@@ -238,7 +291,9 @@ class GatewayKey(models.Model):
         ordering = ["name"]
         constraints = [
             models.UniqueConstraint(
-                fields=["name"], condition=Q(revoked_at__isnull=True), name="fleet_gatewaykey_active_name",
+                fields=["name"],
+                condition=Q(revoked_at__isnull=True),
+                name="fleet_gatewaykey_active_name",
             ),
         ]
 
@@ -251,12 +306,19 @@ class GatewayKey(models.Model):
 
     def wire(self) -> dict[str, Any]:
         """The key as an agent receives it (docs/protocol.md, gateway_keys)."""
-        return {"name": self.name, "sha256": self.sha256, "tiers": list(self.tiers),
-                "default_tier": self.default_tier}
+        return {
+            "name": self.name,
+            "sha256": self.sha256,
+            "tiers": list(self.tiers),
+            "default_tier": self.default_tier,
+        }
 
     def audit_dict(self) -> dict[str, Any]:
         return {
-            "name": self.name, "prefix": self.prefix, "tiers": list(self.tiers),
-            "default_tier": self.default_tier, "all_nodes": self.all_nodes,
+            "name": self.name,
+            "prefix": self.prefix,
+            "tiers": list(self.tiers),
+            "default_tier": self.default_tier,
+            "all_nodes": self.all_nodes,
             "revoked_at": self.revoked_at.isoformat() if self.revoked_at else None,
         }

@@ -38,11 +38,18 @@ def _transport_error(exc: Exception) -> tuple[str, str]:
     while cause is not None:
         if isinstance(cause, socket.gaierror):
             return doctor.DNS, text
-        if isinstance(cause, ConnectionRefusedError) or getattr(cause, "errno", None) == errno.ECONNREFUSED:
+        if (
+            isinstance(cause, ConnectionRefusedError)
+            or getattr(cause, "errno", None) == errno.ECONNREFUSED
+        ):
             return doctor.REFUSED, text
         cause = cause.__cause__ or cause.__context__
     lowered = text.lower()
-    if "name or service not known" in lowered or "nodename nor servname" in lowered or "getaddrinfo" in lowered:
+    if (
+        "name or service not known" in lowered
+        or "nodename nor servname" in lowered
+        or "getaddrinfo" in lowered
+    ):
         return doctor.DNS, text
     if "refused" in lowered:
         return doctor.REFUSED, text
@@ -63,22 +70,39 @@ def attempt(client: httpx.Client, method: str, url: str, key: str, payload: Any 
     except httpx.HTTPError as exc:
         kind, text = _transport_error(exc)
         return Reply(url=url, error=kind, error_text=_scrub(text, key)[:300])
-    return Reply(url=url, status=response.status_code, content_type=response.headers.get("content-type", ""),
-                 body=_scrub(body[:BODY_LIMIT].decode("utf-8", "replace"), key))
+    return Reply(
+        url=url,
+        status=response.status_code,
+        content_type=response.headers.get("content-type", ""),
+        body=_scrub(body[:BODY_LIMIT].decode("utf-8", "replace"), key),
+    )
 
 
 def _client(timeout_s: float, transport: httpx.BaseTransport | None) -> httpx.Client:
-    return httpx.Client(timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 3.0)),
-                        follow_redirects=True, transport=transport)
+    return httpx.Client(
+        timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 3.0)),
+        follow_redirects=True,
+        transport=transport,
+    )
 
 
 def _chat_body(model: str, stream: bool) -> dict[str, Any]:
-    return {"model": model, "messages": [{"role": "user", "content": "Say OK."}], "max_tokens": 1,
-            "stream": stream, "temperature": 0}
+    return {
+        "model": model,
+        "messages": [{"role": "user", "content": "Say OK."}],
+        "max_tokens": 1,
+        "stream": stream,
+        "temperature": 0,
+    }
 
 
-def run_doctor(base_url: str, key: str, default_model: str = "", timeout_s: float = DEFAULT_TIMEOUT_S,
-               transport: httpx.BaseTransport | None = None) -> list[Step]:
+def run_doctor(
+    base_url: str,
+    key: str,
+    default_model: str = "",
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    transport: httpx.BaseTransport | None = None,
+) -> list[Step]:
     """Every step of the connection test, in order; stops early where later steps cannot help."""
     steps = [doctor.key_hygiene(key)]
     candidates = doctor.base_url_candidates(base_url)
@@ -87,7 +111,11 @@ def run_doctor(base_url: str, key: str, default_model: str = "", timeout_s: floa
         for candidate in candidates:
             reply = attempt(client, "GET", f"{candidate}/models", key)
             replies.append(reply)
-            if doctor.models_of(reply) is not None or reply.error in (doctor.REFUSED, doctor.DNS, doctor.TIMEOUT):
+            if doctor.models_of(reply) is not None or reply.error in (
+                doctor.REFUSED,
+                doctor.DNS,
+                doctor.TIMEOUT,
+            ):
                 break  # a working form, or a host that no path will fix
         base_step, base, ids = doctor.choose_base(candidates[0], replies)
         steps.append(base_step)
@@ -99,9 +127,15 @@ def run_doctor(base_url: str, key: str, default_model: str = "", timeout_s: floa
             steps.append(Step("Chat completion", False, "No model to try.", "Set a default model."))
             return steps
         for stream in (False, True):
-            reply = attempt(client, "POST", f"{base}/chat/completions", key, _chat_body(model, stream))
+            reply = attempt(
+                client, "POST", f"{base}/chat/completions", key, _chat_body(model, stream)
+            )
             steps.append(doctor.chat_step(reply, stream, model, ids))
-    log.info("doctor on %s: %s", base_url, ", ".join(f"{s.name}={'ok' if s.ok else 'fail'}" for s in steps))
+    log.info(
+        "doctor on %s: %s",
+        base_url,
+        ", ".join(f"{s.name}={'ok' if s.ok else 'fail'}" for s in steps),
+    )
     return steps
 
 
@@ -111,8 +145,12 @@ class FetchError(Exception):
         self.step = step
 
 
-def fetch_models(base_url: str, key: str, timeout_s: float = DEFAULT_TIMEOUT_S,
-                 transport: httpx.BaseTransport | None = None) -> tuple[str, list[str]]:
+def fetch_models(
+    base_url: str,
+    key: str,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    transport: httpx.BaseTransport | None = None,
+) -> tuple[str, list[str]]:
     """(working base URL, model IDs) from /models, trying the base with and without /v1."""
     candidates = doctor.base_url_candidates(base_url)
     with _client(timeout_s, transport) as client:

@@ -94,7 +94,9 @@ class SampleIn(_In):
 
 
 class HeartbeatIn(_In):
-    node: str | int | None = Field(default=None, description="Optional: the node's name or id; must be the token's node")
+    node: str | int | None = Field(
+        default=None, description="Optional: the node's name or id; must be the token's node"
+    )
     agent_version: str = Field(default="", max_length=40)
     mode: Literal["managed", "attached"]
     listen_url: str = Field(default="", max_length=300)
@@ -142,7 +144,9 @@ class HeartbeatOut(WireModel):
     heartbeat_interval_s: float
     desired: DesiredOut
     keys_version: str
-    gateway_keys: list[GatewayKeyOut] | None = Field(default=None, description="Only when keys_version differs")
+    gateway_keys: list[GatewayKeyOut] | None = Field(
+        default=None, description="Only when keys_version differs"
+    )
 
 
 def error_fields(exc: ValidationError) -> dict[str, list[str]]:

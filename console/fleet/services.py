@@ -11,7 +11,8 @@ records a plaintext secret except the one-time `token` / `key` a creator must se
     update_node(node, user, request=None, **fields) -> Node
     delete_node(node, user, request=None) -> None
     set_desired(nodes, tier_config=None, launch_profile=None, user=None, reason="") -> list[Node]
-    create_gateway_key(name, tiers, default_tier, user, nodes=None, request=None) -> (GatewayKey, key)
+    create_gateway_key(name, tiers, default_tier, user, nodes=None, request=None)
+        -> (GatewayKey, key)
     revoke_gateway_key(key, user, request=None) -> GatewayKey
     allowed_tiers() -> set[str]
     ensure_gateway_endpoint(node) -> Endpoint | None
@@ -52,6 +53,7 @@ class FleetError(ValueError):
 
 # --- endpoints --------------------------------------------------------------------------------
 
+
 def _check_base_url(fields: dict[str, Any]) -> None:
     """Every write path gets the model's URL rule (forms and serializers check it too, but an
     env import or a caller in code must not store what a form would refuse)."""
@@ -62,18 +64,32 @@ def _check_base_url(fields: dict[str, Any]) -> None:
             raise FleetError("base_url", f"{fields['base_url']!r}: {exc.messages[0]}") from exc
 
 
-def create_endpoint(user: Any, request: HttpRequest | None = None, *, api_key: str = "", **fields: Any) -> Endpoint:
+def create_endpoint(
+    user: Any, request: HttpRequest | None = None, *, api_key: str = "", **fields: Any
+) -> Endpoint:
     _check_base_url(fields)
     endpoint = Endpoint(**{k: v for k, v in fields.items() if k in ENDPOINT_FIELDS})
     endpoint.set_api_key(api_key)
     with transaction.atomic():
         endpoint.save()
-        record(action=Action.CREATE, obj=endpoint, after=endpoint.audit_dict(), user=user, request=request)
+        record(
+            action=Action.CREATE,
+            obj=endpoint,
+            after=endpoint.audit_dict(),
+            user=user,
+            request=request,
+        )
     return endpoint
 
 
-def update_endpoint(endpoint: Endpoint, user: Any, request: HttpRequest | None = None, *,
-                    api_key: str | None = None, **fields: Any) -> Endpoint:
+def update_endpoint(
+    endpoint: Endpoint,
+    user: Any,
+    request: HttpRequest | None = None,
+    *,
+    api_key: str | None = None,
+    **fields: Any,
+) -> Endpoint:
     """Change the given fields; a non-empty api_key replaces the key (it is never read back)."""
     _check_base_url(fields)
     before = endpoint.audit_dict()
@@ -86,26 +102,45 @@ def update_endpoint(endpoint: Endpoint, user: Any, request: HttpRequest | None =
         endpoint.save()
         after = endpoint.audit_dict()
         message = "API key replaced" if api_key else ""
-        record(action=Action.UPDATE, obj=endpoint, before=before, after=after, user=user,
-               request=request, message=message)
+        record(
+            action=Action.UPDATE,
+            obj=endpoint,
+            before=before,
+            after=after,
+            user=user,
+            request=request,
+            message=message,
+        )
     return endpoint
 
 
 def delete_endpoint(endpoint: Endpoint, user: Any, request: HttpRequest | None = None) -> None:
     with transaction.atomic():
-        record(action=Action.DELETE, obj=endpoint, before=endpoint.audit_dict(), user=user, request=request)
+        record(
+            action=Action.DELETE,
+            obj=endpoint,
+            before=endpoint.audit_dict(),
+            user=user,
+            request=request,
+        )
         endpoint.delete()
 
 
-def set_endpoint_models(endpoint: Endpoint, model_ids: list[str], user: Any,
-                        request: HttpRequest | None = None) -> Endpoint:
+def set_endpoint_models(
+    endpoint: Endpoint, model_ids: list[str], user: Any, request: HttpRequest | None = None
+) -> Endpoint:
     """Store fetched model IDs; the default model becomes the first one if it is not among them."""
-    default = endpoint.default_model if endpoint.default_model in model_ids else (model_ids[0] if model_ids else "")
+    default = (
+        endpoint.default_model
+        if endpoint.default_model in model_ids
+        else (model_ids[0] if model_ids else "")
+    )
     return update_endpoint(endpoint, user, request, models=model_ids, default_model=default)
 
 
-def import_env(text: str, user: Any, request: HttpRequest | None = None,
-               kind: str = EndpointKind.EXTERNAL) -> list[Endpoint]:
+def import_env(
+    text: str, user: Any, request: HttpRequest | None = None, kind: str = EndpointKind.EXTERNAL
+) -> list[Endpoint]:
     """Create (or update, by name) one endpoint per prefix found in the env text."""
     found = parse_env(text)
     if not found:
@@ -113,14 +148,24 @@ def import_env(text: str, user: Any, request: HttpRequest | None = None,
     out: list[Endpoint] = []
     with transaction.atomic():
         for item in found:
-            fields = {"base_url": item.base_url, "models": item.model_ids,
-                      "default_model": item.default_model, "kind": kind}
+            fields = {
+                "base_url": item.base_url,
+                "models": item.model_ids,
+                "default_model": item.default_model,
+                "kind": kind,
+            }
             existing = Endpoint.objects.filter(name=item.name).first()
             try:
                 if existing is None:
-                    out.append(create_endpoint(user, request, name=item.name, api_key=item.api_key, **fields))
+                    out.append(
+                        create_endpoint(
+                            user, request, name=item.name, api_key=item.api_key, **fields
+                        )
+                    )
                 else:
-                    out.append(update_endpoint(existing, user, request, api_key=item.api_key, **fields))
+                    out.append(
+                        update_endpoint(existing, user, request, api_key=item.api_key, **fields)
+                    )
             except FleetError as exc:  # the whole import is rolled back; say which entry
                 raise FleetError("text", f"{item.name}: {exc.message}") from exc
     return out
@@ -128,15 +173,26 @@ def import_env(text: str, user: Any, request: HttpRequest | None = None,
 
 # --- nodes ------------------------------------------------------------------------------------
 
+
 def agent_commands(console_url: str, token: str) -> dict[str, str]:
     """The exact command lines that start this node's agent (DESIGN.md 9)."""
-    base = ["python", "-m", "gpu_agent", "--console", console_url.rstrip("/"), "--node-token", token]
+    base = [
+        "python",
+        "-m",
+        "gpu_agent",
+        "--console",
+        console_url.rstrip("/"),
+        "--node-token",
+        token,
+    ]
     attached = [*base, "--engine-url", "http://127.0.0.1:8001", "--listen", "0.0.0.0:9100"]
     managed = [*base, "--engine-cmd", "vllm serve MODEL --port 8001", "--listen", "0.0.0.0:9100"]
     return {"attached": shlex.join(attached), "managed": shlex.join(managed)}
 
 
-def create_node(name: str, labels: list[str], user: Any, request: HttpRequest | None = None) -> tuple[Node, str]:
+def create_node(
+    name: str, labels: list[str], user: Any, request: HttpRequest | None = None
+) -> tuple[Node, str]:
     token = crypto.new_node_token()
     node = Node(name=name, labels=labels, token_sha256=crypto.sha256_hex(token))
     with transaction.atomic():
@@ -151,7 +207,9 @@ def rotate_node_token(node: Node, user: Any, request: HttpRequest | None = None)
     with transaction.atomic():
         Node.objects.filter(pk=node.pk).update(token_sha256=crypto.sha256_hex(token))
         node.token_sha256 = crypto.sha256_hex(token)
-        record(action=Action.UPDATE, obj=node, user=user, request=request, message="node token rotated")
+        record(
+            action=Action.UPDATE, obj=node, user=user, request=request, message="node token rotated"
+        )
     return token
 
 
@@ -163,21 +221,45 @@ def update_node(node: Node, user: Any, request: HttpRequest | None = None, **fie
             if name in fields:
                 setattr(node, name, fields[name])
         node.save(update_fields=["name", "labels"])
-        record(action=Action.UPDATE, obj=node, before=before, after=node.audit_dict(), user=user, request=request)
+        record(
+            action=Action.UPDATE,
+            obj=node,
+            before=before,
+            after=node.audit_dict(),
+            user=user,
+            request=request,
+        )
         if "desired_tier_config" in fields or "desired_launch_profile" in fields:
-            set_desired([node], tier_config=fields.get("desired_tier_config"),
-                        launch_profile=fields.get("desired_launch_profile"), user=user, reason="set by hand",
-                        request=request)
+            set_desired(
+                [node],
+                tier_config=fields.get("desired_tier_config"),
+                launch_profile=fields.get("desired_launch_profile"),
+                user=user,
+                reason="set by hand",
+                request=request,
+            )
             # An explicit null stops wanting that kind (the agent keeps what it applied).
-            cleared = [name for name in ("desired_tier_config", "desired_launch_profile")
-                       if name in fields and fields[name] is None and getattr(node, f"{name}_id") is not None]
+            cleared = [
+                name
+                for name in ("desired_tier_config", "desired_launch_profile")
+                if name in fields
+                and fields[name] is None
+                and getattr(node, f"{name}_id") is not None
+            ]
             if cleared:
                 before = node.audit_dict()
                 for name in cleared:
                     setattr(node, name, None)
                 node.save(update_fields=cleared)
-                record(action=Action.UPDATE, obj=node, before=before, after=node.audit_dict(), user=user,
-                       request=request, message="desired versions cleared")
+                record(
+                    action=Action.UPDATE,
+                    obj=node,
+                    before=before,
+                    after=node.audit_dict(),
+                    user=user,
+                    request=request,
+                    message="desired versions cleared",
+                )
     return node
 
 
@@ -186,7 +268,9 @@ def delete_node(node: Node, user: Any, request: HttpRequest | None = None) -> No
     gateway endpoint removed (kept, unlinked, if benchmarks still refer to it)."""
     with transaction.atomic():
         record(action=Action.DELETE, obj=node, before=node.audit_dict(), user=user, request=request)
-        for key in GatewayKey.objects.active().filter(all_nodes=False, nodes=node, name=_node_key_name(node)):
+        for key in GatewayKey.objects.active().filter(
+            all_nodes=False, nodes=node, name=_node_key_name(node)
+        ):
             revoke_gateway_key(key, user, request)
         for endpoint in Endpoint.objects.filter(node=node, kind=EndpointKind.GATEWAY):
             try:
@@ -197,8 +281,14 @@ def delete_node(node: Node, user: Any, request: HttpRequest | None = None) -> No
         node.delete()
 
 
-def set_desired(nodes: Iterable[Node], tier_config: Any = None, launch_profile: Any = None,
-                user: Any = None, reason: str = "", request: HttpRequest | None = None) -> list[Node]:
+def set_desired(
+    nodes: Iterable[Node],
+    tier_config: Any = None,
+    launch_profile: Any = None,
+    user: Any = None,
+    reason: str = "",
+    request: HttpRequest | None = None,
+) -> list[Node]:
     """Make these nodes want the given versions (None: leave that kind as it is).
 
     For rollouts and rollbacks: one audit event per node whose desire changed, all in one
@@ -206,8 +296,10 @@ def set_desired(nodes: Iterable[Node], tier_config: Any = None, launch_profile: 
     changed: list[Node] = []
     with transaction.atomic():
         for node in nodes:
-            before = {"desired_tier_config": node.desired_tier_config_id,
-                      "desired_launch_profile": node.desired_launch_profile_id}
+            before = {
+                "desired_tier_config": node.desired_tier_config_id,
+                "desired_launch_profile": node.desired_launch_profile_id,
+            }
             fields: list[str] = []
             if tier_config is not None and node.desired_tier_config_id != tier_config.pk:
                 node.desired_tier_config = tier_config
@@ -218,22 +310,33 @@ def set_desired(nodes: Iterable[Node], tier_config: Any = None, launch_profile: 
             if not fields:
                 continue
             node.save(update_fields=fields)
-            record(action=Action.UPDATE, obj=node, before=before, user=user, request=request,
-                   after={"desired_tier_config": node.desired_tier_config_id,
-                          "desired_launch_profile": node.desired_launch_profile_id},
-                   message=f"desired versions set: {reason}" if reason else "desired versions set")
+            record(
+                action=Action.UPDATE,
+                obj=node,
+                before=before,
+                user=user,
+                request=request,
+                after={
+                    "desired_tier_config": node.desired_tier_config_id,
+                    "desired_launch_profile": node.desired_launch_profile_id,
+                },
+                message=f"desired versions set: {reason}" if reason else "desired versions set",
+            )
             changed.append(node)
     return changed
 
 
 # --- gateway keys -----------------------------------------------------------------------------
 
+
 def allowed_tiers() -> set[str]:
     """Tier names a key may name: the usual three and every queue of a desired tier config."""
     from console.tuning.models import TierConfigVersion
 
     names = set(default_config().scheduler.queues)
-    ids = Node.objects.exclude(desired_tier_config=None).values_list("desired_tier_config", flat=True)
+    ids = Node.objects.exclude(desired_tier_config=None).values_list(
+        "desired_tier_config", flat=True
+    )
     for version in TierConfigVersion.objects.filter(pk__in=ids):
         try:
             names.update(version.parsed().scheduler.queues)
@@ -252,9 +355,15 @@ def check_tiers(tiers: list[str], default_tier: str) -> None:
         raise FleetError("default_tier", f"must be one of the key's tiers ({', '.join(tiers)})")
 
 
-def create_gateway_key(name: str, tiers: list[str], default_tier: str, user: Any,
-                       nodes: list[Node] | None = None, request: HttpRequest | None = None,
-                       check: bool = True) -> tuple[GatewayKey, str]:
+def create_gateway_key(
+    name: str,
+    tiers: list[str],
+    default_tier: str,
+    user: Any,
+    nodes: list[Node] | None = None,
+    request: HttpRequest | None = None,
+    check: bool = True,
+) -> tuple[GatewayKey, str]:
     """A new key, valid on `nodes` (None or empty: every node). The plaintext is returned
     once and never stored."""
     if check:
@@ -262,8 +371,15 @@ def create_gateway_key(name: str, tiers: list[str], default_tier: str, user: Any
     if GatewayKey.objects.active().filter(name=name).exists():
         raise FleetError("name", "an active key with this name exists")
     plaintext = crypto.new_gateway_key()
-    key = GatewayKey(name=name, sha256=crypto.sha256_hex(plaintext), prefix=plaintext[:8], tiers=list(tiers),
-                     default_tier=default_tier, all_nodes=not nodes, created_by=user)
+    key = GatewayKey(
+        name=name,
+        sha256=crypto.sha256_hex(plaintext),
+        prefix=plaintext[:8],
+        tiers=list(tiers),
+        default_tier=default_tier,
+        all_nodes=not nodes,
+        created_by=user,
+    )
     with transaction.atomic():
         key.save()
         if nodes:
@@ -273,15 +389,24 @@ def create_gateway_key(name: str, tiers: list[str], default_tier: str, user: Any
     return key, plaintext
 
 
-def revoke_gateway_key(key: GatewayKey, user: Any, request: HttpRequest | None = None) -> GatewayKey:
+def revoke_gateway_key(
+    key: GatewayKey, user: Any, request: HttpRequest | None = None
+) -> GatewayKey:
     if key.revoked_at is not None:
         return key
     before = key.audit_dict()
     with transaction.atomic():
         key.revoked_at = timezone.now()
         key.save(update_fields=["revoked_at"])
-        record(action=Action.UPDATE, obj=key, before=before, after=key.audit_dict(), user=user,
-               request=request, message="key revoked")
+        record(
+            action=Action.UPDATE,
+            obj=key,
+            before=before,
+            after=key.audit_dict(),
+            user=user,
+            request=request,
+            message="key revoked",
+        )
     return key
 
 
@@ -305,9 +430,17 @@ def ensure_gateway_endpoint(node: Node) -> Endpoint | None:
     with transaction.atomic():
         for old in GatewayKey.objects.active().filter(name=_node_key_name(node)):
             revoke_gateway_key(old, None)
-        _, plaintext = create_gateway_key(_node_key_name(node), tiers, default, None, nodes=[node], check=False)
+        _, plaintext = create_gateway_key(
+            _node_key_name(node), tiers, default, None, nodes=[node], check=False
+        )
         name = f"{node.name}-gateway"
         if Endpoint.objects.filter(name=name).exists():
             name = f"{name}-{node.pk}"
-        return create_endpoint(None, name=name, base_url=base_url, api_key=plaintext,
-                               kind=EndpointKind.GATEWAY, node=node)
+        return create_endpoint(
+            None,
+            name=name,
+            base_url=base_url,
+            api_key=plaintext,
+            kind=EndpointKind.GATEWAY,
+            node=node,
+        )

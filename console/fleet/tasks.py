@@ -23,7 +23,9 @@ def prune_telemetry(now: datetime | None = None) -> int:
     cutoff = (now or timezone.now()) - timedelta(hours=settings.TIERGATE_TELEMETRY_RETENTION_HOURS)
     deleted = 0
     while True:
-        ids = list(TelemetrySample.objects.filter(ts__lt=cutoff).values_list("pk", flat=True)[:PRUNE_BATCH])
+        ids = list(
+            TelemetrySample.objects.filter(ts__lt=cutoff).values_list("pk", flat=True)[:PRUNE_BATCH]
+        )
         if not ids:
             break
         deleted += TelemetrySample.objects.filter(pk__in=ids).delete()[0]

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from django.urls import path
 
-from console.fleet import endpoint_views, views
+from console.fleet.views import endpoints as endpoint_views
+from console.fleet.views import keys as key_views
+from console.fleet.views import nodes as views
 
 app_name = "fleet"
 urlpatterns = [
@@ -16,8 +18,8 @@ urlpatterns = [
     path("nodes/<int:pk>/figure/", views.node_figure, name="node-figure"),
     path("nodes/<int:pk>/rotate-token/", views.node_rotate, name="node-rotate"),
     path("nodes/<int:pk>/delete/", views.node_delete, name="node-delete"),
-    path("keys/", views.key_list, name="key-list"),
-    path("keys/<int:pk>/revoke/", views.key_revoke, name="key-revoke"),
+    path("keys/", key_views.key_list, name="key-list"),
+    path("keys/<int:pk>/revoke/", key_views.key_revoke, name="key-revoke"),
     path("endpoints/", endpoint_views.endpoint_list, name="endpoint-list"),
     path("endpoints/new/", endpoint_views.endpoint_edit, name="endpoint-create"),
     path("endpoints/import/", endpoint_views.endpoint_import, name="endpoint-import"),
@@ -25,5 +27,9 @@ urlpatterns = [
     path("endpoints/<int:pk>/edit/", endpoint_views.endpoint_edit, name="endpoint-edit"),
     path("endpoints/<int:pk>/delete/", endpoint_views.endpoint_delete, name="endpoint-delete"),
     path("endpoints/<int:pk>/doctor/", endpoint_views.endpoint_doctor, name="endpoint-doctor"),
-    path("endpoints/<int:pk>/fetch-models/", endpoint_views.endpoint_fetch_models, name="endpoint-fetch-models"),
+    path(
+        "endpoints/<int:pk>/fetch-models/",
+        endpoint_views.endpoint_fetch_models,
+        name="endpoint-fetch-models",
+    ),
 ]

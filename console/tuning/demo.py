@@ -43,17 +43,23 @@ def seed(ctx: Any) -> list[str]:
     if not TierConfigVersion.objects.filter(name=TIER_CONFIG_NAME).exists():
         seed_config = config_to_dict(default_config())
         services.create_tier_config(
-            name=TIER_CONFIG_NAME, config=seed_config, user=admin,
+            name=TIER_CONFIG_NAME,
+            config=seed_config,
+            user=admin,
             message="Seed 000: online / batch / offline tiers with adaptive wait-time halving",
         )
         services.create_tier_config(
-            name=TIER_CONFIG_NAME, config=tighter_online(seed_config), user=admin,
+            name=TIER_CONFIG_NAME,
+            config=tighter_online(seed_config),
+            user=admin,
             message="Online tier waits 5 ms; adaptive halving from 5 queued requests",
         )
         notes.append(f"tier config {TIER_CONFIG_NAME!r}: v1 (seed 000) and v2")
     if not LaunchProfileVersion.objects.filter(name=LAUNCH_PROFILE_NAME).exists():
         services.create_launch_profile(
-            name=LAUNCH_PROFILE_NAME, args=demo_profile_args(), user=admin,
+            name=LAUNCH_PROFILE_NAME,
+            args=demo_profile_args(),
+            user=admin,
             message="Simulated 8B: priority scheduling, prefix caching, 64 sequences",
         )
         notes.append(f"launch profile {LAUNCH_PROFILE_NAME!r}: v1")

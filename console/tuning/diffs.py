@@ -56,9 +56,13 @@ def dict_diff(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str = "") 
         if isinstance(before, Mapping) and isinstance(after, Mapping):
             rows.extend(dict_diff(before, after, prefix=f"{path}."))
         elif before != after or type(before) is not type(after):
-            if isinstance(before, int | float) and isinstance(after, int | float) \
-                    and not isinstance(before, bool) and not isinstance(after, bool) \
-                    and float(before) == float(after):
+            if (
+                isinstance(before, int | float)
+                and isinstance(after, int | float)
+                and not isinstance(before, bool)
+                and not isinstance(after, bool)
+                and float(before) == float(after)
+            ):
                 continue  # 10 and 10.0 are the same setting
             rows.append(DiffRow(path, before, after, _kind(before, after)))
     return rows

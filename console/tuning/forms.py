@@ -20,11 +20,16 @@ MAX_UPLOAD_BYTES = 256 * 1024
 
 class _VersionForm(forms.Form):
     document_field = ""  # "config" or "args": the textarea holding the JSON
-    name = forms.SlugField(max_length=100, help_text="Letters, digits, '-' and '_'. An existing "
-                           "name gets its next version.")
+    name = forms.SlugField(
+        max_length=100,
+        help_text="Letters, digits, '-' and '_'. An existing name gets its next version.",
+    )
     message = forms.CharField(max_length=500, required=False, help_text="What changed and why.")
-    upload = forms.FileField(required=False, label="…or upload a JSON file",
-                             help_text="Replaces the text above when given.")
+    upload = forms.FileField(
+        required=False,
+        label="…or upload a JSON file",
+        help_text="Replaces the text above when given.",
+    )
 
     def _document_text(self) -> str:
         upload: UploadedFile | None = self.cleaned_data.get("upload")
@@ -49,8 +54,10 @@ class _VersionForm(forms.Form):
         try:
             return json.loads(text)
         except json.JSONDecodeError as exc:
-            self.add_error(self.document_field,
-                           f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}")
+            self.add_error(
+                self.document_field,
+                f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}",
+            )
             return None
 
     def _normalised(self, document: Any) -> dict[str, Any]:
@@ -80,8 +87,11 @@ class _VersionForm(forms.Form):
 
 class TierConfigForm(_VersionForm):
     document_field = "config"
-    config = forms.CharField(widget=forms.Textarea(attrs={"rows": 24, "spellcheck": "false"}),
-                             required=False, label="Config (JSON)")
+    config = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 24, "spellcheck": "false"}),
+        required=False,
+        label="Config (JSON)",
+    )
     field_order = ["name", "message", "config", "upload"]
 
     def _normalised(self, document: Any) -> dict[str, Any]:
@@ -90,8 +100,11 @@ class TierConfigForm(_VersionForm):
 
 class LaunchProfileForm(_VersionForm):
     document_field = "args"
-    args = forms.CharField(widget=forms.Textarea(attrs={"rows": 20, "spellcheck": "false"}),
-                           required=False, label="vLLM arguments (JSON, snake_case)")
+    args = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 20, "spellcheck": "false"}),
+        required=False,
+        label="vLLM arguments (JSON, snake_case)",
+    )
     field_order = ["name", "message", "args", "upload"]
 
     def _normalised(self, document: Any) -> dict[str, Any]:

@@ -84,8 +84,18 @@ def manifests(
         # A GPU is never overcommitted: requests equal limits (seed 000).
         "resources": {"requests": {"nvidia.com/gpu": gpus}, "limits": {"nvidia.com/gpu": gpus}},
         # Loading weights takes a while: readiness gates traffic, liveness restarts a hung engine.
-        "readinessProbe": {**probe, "initialDelaySeconds": 60, "periodSeconds": 10, "failureThreshold": 3},
-        "livenessProbe": {**probe, "initialDelaySeconds": 90, "periodSeconds": 30, "failureThreshold": 3},
+        "readinessProbe": {
+            **probe,
+            "initialDelaySeconds": 60,
+            "periodSeconds": 10,
+            "failureThreshold": 3,
+        },
+        "livenessProbe": {
+            **probe,
+            "initialDelaySeconds": 90,
+            "periodSeconds": 30,
+            "failureThreshold": 3,
+        },
         "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
     }
     deployment = {
@@ -107,13 +117,21 @@ def manifests(
                 "spec": {
                     "priorityClassName": opts.priority_class,
                     # Spread replicas over nodes so one node failing takes out one replica.
-                    "affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
-                        "weight": 100,
-                        "podAffinityTerm": {
-                            "labelSelector": {"matchLabels": {"app.kubernetes.io/name": app}},
-                            "topologyKey": "kubernetes.io/hostname",
-                        },
-                    }]}},
+                    "affinity": {
+                        "podAntiAffinity": {
+                            "preferredDuringSchedulingIgnoredDuringExecution": [
+                                {
+                                    "weight": 100,
+                                    "podAffinityTerm": {
+                                        "labelSelector": {
+                                            "matchLabels": {"app.kubernetes.io/name": app}
+                                        },
+                                        "topologyKey": "kubernetes.io/hostname",
+                                    },
+                                }
+                            ]
+                        }
+                    },
                     "containers": [container],
                     # Tensor parallel workers exchange tensors through shared memory.
                     "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory"}}],
@@ -155,7 +173,10 @@ def manifests(
 def _pods_metric(name: str, average: str) -> dict[str, Any]:
     return {
         "type": "Pods",
-        "pods": {"metric": {"name": name}, "target": {"type": "AverageValue", "averageValue": average}},
+        "pods": {
+            "metric": {"name": name},
+            "target": {"type": "AverageValue", "averageValue": average},
+        },
     }
 
 
@@ -169,6 +190,10 @@ class _PlainDumper(yaml.SafeDumper):
 def render_yaml(
     name: str, args: LaunchArgs, *, version: int | None = None, options: KubeOptions | None = None
 ) -> str:
-    header = f"# Tiergate launch profile {name}" + (f" v{version}" if version is not None else "") + "\n"
+    header = (
+        f"# Tiergate launch profile {name}" + (f" v{version}" if version is not None else "") + "\n"
+    )
     docs = manifests(name, args, version=version, options=options)
-    return header + yaml.dump_all(docs, Dumper=_PlainDumper, sort_keys=False, default_flow_style=False)
+    return header + yaml.dump_all(
+        docs, Dumper=_PlainDumper, sort_keys=False, default_flow_style=False
+    )

@@ -21,7 +21,11 @@ class VersionedDocument(models.Model):
     version = models.PositiveIntegerField(editable=False)
     message = models.CharField(max_length=500, blank=True, help_text="What changed and why.")
     author = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
     )
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
 
@@ -39,8 +43,10 @@ class VersionedDocument(models.Model):
     def previous(self) -> VersionedDocument | None:
         """The version just before this one under the same name, if any."""
         return (
-            type(self).objects.filter(name=self.name, version__lt=self.version)
-            .order_by("-version").first()
+            type(self)
+            .objects.filter(name=self.name, version__lt=self.version)
+            .order_by("-version")
+            .first()
         )
 
     def save(self, *args: Any, **kwargs: Any) -> None:
@@ -59,7 +65,9 @@ class TierConfigVersion(VersionedDocument):
     class Meta(VersionedDocument.Meta):
         verbose_name = "tier config version"
         constraints = [
-            models.UniqueConstraint(fields=["name", "version"], name="tuning_tierconfig_name_version"),
+            models.UniqueConstraint(
+                fields=["name", "version"], name="tuning_tierconfig_name_version"
+            ),
         ]
 
     def parsed(self) -> TierConfig:
@@ -79,7 +87,9 @@ class LaunchProfileVersion(VersionedDocument):
     class Meta(VersionedDocument.Meta):
         verbose_name = "launch profile version"
         constraints = [
-            models.UniqueConstraint(fields=["name", "version"], name="tuning_launchprofile_name_version"),
+            models.UniqueConstraint(
+                fields=["name", "version"], name="tuning_launchprofile_name_version"
+            ),
         ]
 
     def launch_args(self) -> LaunchArgs:
@@ -100,9 +110,13 @@ class LaunchProfileVersion(VersionedDocument):
 
 
 # Rollouts live in their own module; imported here so Django registers them with the app.
-from console.tuning.models_rollouts import Rollout, RolloutEvent, RolloutNode  # noqa: E402
+from console.tuning.rollouts.models import Rollout, RolloutEvent, RolloutNode  # noqa: E402
 
 __all__ = [
-    "LaunchProfileVersion", "Rollout", "RolloutEvent", "RolloutNode", "TierConfigVersion",
+    "LaunchProfileVersion",
+    "Rollout",
+    "RolloutEvent",
+    "RolloutNode",
+    "TierConfigVersion",
     "VersionedDocument",
 ]

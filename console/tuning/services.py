@@ -31,11 +31,18 @@ def _lock_name(model: type[Any], name: str) -> None:
     writers (transactions begin IMMEDIATE, see settings)."""
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [f"{model._meta.label}:{name}"])
+            cursor.execute(
+                "SELECT pg_advisory_xact_lock(hashtext(%s))", [f"{model._meta.label}:{name}"]
+            )
 
 
 def _create_version(
-    model: type[V], *, name: str, message: str, payload: dict[str, Any], user: Any,
+    model: type[V],
+    *,
+    name: str,
+    message: str,
+    payload: dict[str, Any],
+    user: Any,
     request: HttpRequest | None,
 ) -> V:
     if user is not None and not getattr(user, "is_authenticated", False):
@@ -46,10 +53,18 @@ def _create_version(
                 _lock_name(model, name)
                 latest = model.objects.filter(name=name).aggregate(top=Max("version"))["top"]
                 obj = model.objects.create(
-                    name=name, version=(latest or 0) + 1, message=message, author=user, **payload,
+                    name=name,
+                    version=(latest or 0) + 1,
+                    message=message,
+                    author=user,
+                    **payload,
                 )
                 record(
-                    action=Action.CREATE, obj=obj, user=user, request=request, message=message,
+                    action=Action.CREATE,
+                    obj=obj,
+                    user=user,
+                    request=request,
+                    message=message,
                     after={"name": name, "version": obj.version, "message": message, **payload},
                 )
                 return obj  # type: ignore[no-any-return]
@@ -60,26 +75,42 @@ def _create_version(
 
 
 def create_tier_config(
-    *, name: str, config: Any, message: str = "", user: Any = None,
+    *,
+    name: str,
+    config: Any,
+    message: str = "",
+    user: Any = None,
     request: HttpRequest | None = None,
 ) -> TierConfigVersion:
     """Validate with scheduler.parse_config (raises scheduler.ConfigError) and store the next
     version of `name`. Stored as given (config_to_dict keeps only the fields that were set)."""
     document = config_to_dict(parse_config(config))
     return _create_version(
-        TierConfigVersion, name=name, message=message, payload={"config": document},
-        user=user, request=request,
+        TierConfigVersion,
+        name=name,
+        message=message,
+        payload={"config": document},
+        user=user,
+        request=request,
     )
 
 
 def create_launch_profile(
-    *, name: str, args: Any, message: str = "", user: Any = None,
+    *,
+    name: str,
+    args: Any,
+    message: str = "",
+    user: Any = None,
     request: HttpRequest | None = None,
 ) -> LaunchProfileVersion:
     """Validate with vllm_args.validate_args (raises vllm_args.ArgsError) and store the next
     version of `name`, holding only the arguments that were set."""
     document = args_to_dict(validate_args(args))
     return _create_version(
-        LaunchProfileVersion, name=name, message=message, payload={"args": document},
-        user=user, request=request,
+        LaunchProfileVersion,
+        name=name,
+        message=message,
+        payload={"args": document},
+        user=user,
+        request=request,
     )

@@ -65,17 +65,33 @@ class Kind:
 
 
 TIER_CONFIG = Kind(
-    "tierconfig", "Tier config", "Tier configs", TierConfigVersion, TierConfigForm, "config",
-    services.create_tier_config, lambda: config_to_dict(default_config()),
+    "tierconfig",
+    "Tier config",
+    "Tier configs",
+    TierConfigVersion,
+    TierConfigForm,
+    "config",
+    services.create_tier_config,
+    lambda: config_to_dict(default_config()),
 )
 LAUNCH_PROFILE = Kind(
-    "launchprofile", "Launch profile", "Launch profiles", LaunchProfileVersion, LaunchProfileForm,
-    "args", services.create_launch_profile, default_args,
+    "launchprofile",
+    "Launch profile",
+    "Launch profiles",
+    LaunchProfileVersion,
+    LaunchProfileForm,
+    "args",
+    services.create_launch_profile,
+    default_args,
 )
 
 
 def _document(obj: VersionedDocument) -> Any:
-    return getattr(obj, "config", None) if isinstance(obj, TierConfigVersion) else getattr(obj, "args", None)
+    return (
+        getattr(obj, "config", None)
+        if isinstance(obj, TierConfigVersion)
+        else getattr(obj, "args", None)
+    )
 
 
 def _pretty(value: Any) -> str:
@@ -89,22 +105,37 @@ def version_list(request: HttpRequest, kind: Kind) -> HttpResponse:
     require_role(request, VIEWER)
     model = kind.model
     only = request.GET.get("name", "")
-    context: dict[str, Any] = {"kind": kind, "only": only, "can_create": has_role(request.user, OPERATOR)}
+    context: dict[str, Any] = {
+        "kind": kind,
+        "only": only,
+        "can_create": has_role(request.user, OPERATOR),
+    }
     if only:
         versions = model.objects.filter(name=only).select_related("author").order_by("-version")
         page = Paginator(versions, VERSIONS_PER_PAGE).get_page(request.GET.get("page"))
-        context.update(page=page, groups=[{"name": only, "versions": list(page), "count": page.paginator.count}],
-                       query=urlencode({"name": only}))
+        context.update(
+            page=page,
+            groups=[{"name": only, "versions": list(page), "count": page.paginator.count}],
+            query=urlencode({"name": only}),
+        )
     else:
-        names = model.objects.values("name").annotate(latest=Max("created_at"), count=Count("id")) \
+        names = (
+            model.objects.values("name")
+            .annotate(latest=Max("created_at"), count=Count("id"))
             .order_by("-latest", "name")
+        )
         page = Paginator(names, NAMES_PER_PAGE).get_page(request.GET.get("page"))
         wanted = [row["name"] for row in page]
         by_name: dict[str, list[VersionedDocument]] = {name: [] for name in wanted}
-        for obj in model.objects.filter(name__in=wanted).select_related("author").order_by("-version"):
+        for obj in (
+            model.objects.filter(name__in=wanted).select_related("author").order_by("-version")
+        ):
             if len(by_name[obj.name]) < VERSIONS_PER_GROUP:
                 by_name[obj.name].append(obj)
-        groups = [{"name": row["name"], "versions": by_name[row["name"]], "count": row["count"]} for row in page]
+        groups = [
+            {"name": row["name"], "versions": by_name[row["name"]], "count": row["count"]}
+            for row in page
+        ]
         context.update(page=page, groups=groups, query="")
     return render(request, "tuning/version_list.html", context)
 
@@ -123,9 +154,13 @@ def version_detail(request: HttpRequest, kind: Kind, pk: int) -> HttpResponse:
         against = get_object_or_404(kind.model, pk=int(raw))
     others = kind.model.objects.exclude(pk=obj.pk).order_by("name", "-version")[:DIFF_CHOICES]
     context: dict[str, Any] = {
-        "kind": kind, "obj": obj, "previous": previous, "against": against,
+        "kind": kind,
+        "obj": obj,
+        "previous": previous,
+        "against": against,
         "rows": display_rows(obj.diff_from(against)),  # type: ignore[arg-type]
-        "others": others, "document": _pretty(_document(obj)),
+        "others": others,
+        "document": _pretty(_document(obj)),
         "can_create": has_role(request.user, OPERATOR),
     }
     if isinstance(obj, LaunchProfileVersion):
@@ -146,8 +181,11 @@ def version_create(request: HttpRequest, kind: Kind) -> HttpResponse:
         if form.is_valid():
             try:
                 obj = kind.create(
-                    name=form.cleaned_data["name"], message=form.cleaned_data["message"],
-                    user=request.user, request=request, **{kind.field: form.cleaned_data["document"]},
+                    name=form.cleaned_data["name"],
+                    message=form.cleaned_data["message"],
+                    user=request.user,
+                    request=request,
+                    **{kind.field: form.cleaned_data["document"]},
                 )
             except (ConfigError, ValueError) as exc:  # validated above; kept for a schema race
                 form.add_error(kind.field, str(exc))
@@ -156,8 +194,12 @@ def version_create(request: HttpRequest, kind: Kind) -> HttpResponse:
                 return redirect(kind.url("detail"), pk=obj.pk)
     else:
         start = _document(source) if source is not None else kind.starter()
-        form = kind.form(initial={"name": source.name if source else "", kind.field: _pretty(start)})
-    return render(request, "tuning/version_form.html", {"kind": kind, "form": form, "source": source})
+        form = kind.form(
+            initial={"name": source.name if source else "", kind.field: _pretty(start)}
+        )
+    return render(
+        request, "tuning/version_form.html", {"kind": kind, "form": form, "source": source}
+    )
 
 
 def _attachment(body: str, content_type: str, filename: str) -> HttpResponse:
@@ -172,8 +214,11 @@ def version_download(request: HttpRequest, kind: Kind, pk: int) -> HttpResponse:
     """The JSON document alone (what `python -m scheduler validate` or an agent reads)."""
     require_role(request, VIEWER)
     obj = get_object_or_404(kind.model, pk=pk)
-    return _attachment(_pretty(_document(obj)) + "\n", "application/json",
-                       f"{dns_name(obj.name)}-v{obj.version}.json")
+    return _attachment(
+        _pretty(_document(obj)) + "\n",
+        "application/json",
+        f"{dns_name(obj.name)}-v{obj.version}.json",
+    )
 
 
 @login_required
@@ -181,5 +226,8 @@ def version_download(request: HttpRequest, kind: Kind, pk: int) -> HttpResponse:
 def launchprofile_kubernetes(request: HttpRequest, pk: int) -> HttpResponse:
     require_role(request, VIEWER)
     obj = get_object_or_404(LaunchProfileVersion, pk=pk)
-    return _attachment(render_yaml(obj.name, obj.launch_args(), version=obj.version),
-                       "application/yaml", f"{dns_name(obj.name)}-v{obj.version}.yaml")
+    return _attachment(
+        render_yaml(obj.name, obj.launch_args(), version=obj.version),
+        "application/yaml",
+        f"{dns_name(obj.name)}-v{obj.version}.yaml",
+    )

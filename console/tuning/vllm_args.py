@@ -35,7 +35,9 @@ from scheduler.config import field_message
 
 # Flags the field reports use that vLLM does not accept (seeds README): flag -> the advice.
 FORBIDDEN_EXTRA_FLAGS = {
-    "--scheduler-policy": "is not a vLLM flag; use --scheduling-policy (the scheduling_policy field)",
+    "--scheduler-policy": (
+        "is not a vLLM flag; use --scheduling-policy (the scheduling_policy field)"
+    ),
     "--disable-log-requests": "is deprecated and rejected by recent vLLM; request logging is off "
     "by default, use --enable-log-requests to turn it on",
 }
@@ -54,7 +56,9 @@ class LaunchArgs(BaseModel):
     pipeline_parallel_size: PositiveInt | None = None
     dtype: Literal["auto", "half", "float16", "bfloat16", "float"] | None = None
     # Ints are fine too (1 means the whole GPU).
-    gpu_memory_utilization: Annotated[StrictFloat | StrictInt, Field(gt=0, le=1, allow_inf_nan=False)] | None = None
+    gpu_memory_utilization: (
+        Annotated[StrictFloat | StrictInt, Field(gt=0, le=1, allow_inf_nan=False)] | None
+    ) = None
     max_model_len: PositiveInt | None = None
     max_num_seqs: PositiveInt | None = None
     max_num_batched_tokens: PositiveInt | None = None
@@ -142,17 +146,27 @@ def _value_errors(args: LaunchArgs) -> list[FieldError]:
     # vLLM rejects this pairing unless chunked prefill splits long prompts over several steps.
     # Only an explicit `true` counts: whether chunked prefill is on by default depends on the
     # vLLM release and the model, and the rule must hold on every one of them.
-    if tokens is not None and model_len is not None and tokens < model_len and args.enable_chunked_prefill is not True:
-        errors.append(FieldError(
-            "max_num_batched_tokens",
-            f"({tokens}) is smaller than max_model_len ({model_len}); vLLM refuses this unless "
-            "enable_chunked_prefill is true. Raise max_num_batched_tokens or lower max_model_len",
-        ))
+    if (
+        tokens is not None
+        and model_len is not None
+        and tokens < model_len
+        and args.enable_chunked_prefill is not True
+    ):
+        errors.append(
+            FieldError(
+                "max_num_batched_tokens",
+                f"({tokens}) is smaller than max_model_len ({model_len}); vLLM refuses this unless "
+                "enable_chunked_prefill is true. "
+                "Raise max_num_batched_tokens or lower max_model_len",
+            )
+        )
     if tokens is not None and seqs is not None and tokens < seqs:
-        errors.append(FieldError(
-            "max_num_batched_tokens",
-            f"({tokens}) must be greater than or equal to max_num_seqs ({seqs})",
-        ))
+        errors.append(
+            FieldError(
+                "max_num_batched_tokens",
+                f"({tokens}) must be greater than or equal to max_num_seqs ({seqs})",
+            )
+        )
     errors.extend(_extra_arg_errors(args.extra_args))
     return errors
 
@@ -169,7 +183,11 @@ def _extra_arg_errors(extra: list[str]) -> list[FieldError]:
         if flag in FORBIDDEN_EXTRA_FLAGS:
             errors.append(FieldError(path, f"{flag} {FORBIDDEN_EXTRA_FLAGS[flag]}"))
         elif flag in _MANAGED_FLAGS:
-            errors.append(FieldError(path, f"{flag} is set by the {_MANAGED_FLAGS[flag]} field; use that field"))
+            errors.append(
+                FieldError(
+                    path, f"{flag} is set by the {_MANAGED_FLAGS[flag]} field; use that field"
+                )
+            )
     return errors
 
 

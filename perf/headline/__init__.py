@@ -192,7 +192,8 @@ def render(doc: dict[str, Any]) -> str:
             for t, p in doc["workload"]["tiers"].items()
         ),
         f"machine: {doc['machine']['start']['cpus']} CPUs, load average "
-        f"{doc['machine']['start']['load_average_1m']:.2f} -> {doc['machine']['end']['load_average_1m']:.2f}",
+        f"{doc['machine']['start']['load_average_1m']:.2f} -> "
+        f"{doc['machine']['end']['load_average_1m']:.2f}",
         "",
         arm_table(doc["arms"]),
         "",

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from console.bench.loadgen import RunResult, run_workload
+from loadgen import RunResult, run_workload
 from perf.headline import telemetry
 from perf.headline.procs import GATEWAY_KEY, run_engine, run_gateway
 from perf.headline.workload import (

@@ -19,8 +19,8 @@ import random
 from pathlib import Path
 from typing import Any
 
-from console.bench.loadgen import WorkloadSpec
-from console.bench.loadgen.prompts import synthetic_prompt
+from loadgen import WorkloadSpec
+from loadgen.prompts import synthetic_prompt
 from scheduler import config_to_dict, default_config
 
 MODEL = "headline-llama-8b"

@@ -53,8 +53,18 @@ def test_the_default_cap_on_requests_in_flight_follows_the_engines_max_num_seqs(
     from gpu_agent.config import parse_args
     from scheduler import default_config
 
-    options = parse_args(["--engine-cmd", " ".join(NODE), "--listen", "127.0.0.1:1",
-                          "--tier-config", "x", "--keys", "y"])
+    options = parse_args(
+        [
+            "--engine-cmd",
+            " ".join(NODE),
+            "--listen",
+            "127.0.0.1:1",
+            "--tier-config",
+            "x",
+            "--keys",
+            "y",
+        ]
+    )
     supervisor = EngineSupervisor(NODE, simulate=True)
     agent = Agent(options, default_config(), [], supervisor=supervisor)
     assert agent.driver.dispatcher.max_in_flight == 8  # the seed config sets no cap of its own
@@ -68,8 +78,18 @@ def test_a_refused_priority_is_forgotten_when_the_engine_comes_back_up() -> None
     from gpu_agent.config import parse_args
     from scheduler import default_config
 
-    options = parse_args(["--engine-url", "http://127.0.0.1:1", "--listen", "127.0.0.1:1",
-                          "--tier-config", "x", "--keys", "y"])
+    options = parse_args(
+        [
+            "--engine-url",
+            "http://127.0.0.1:1",
+            "--listen",
+            "127.0.0.1:1",
+            "--tier-config",
+            "x",
+            "--keys",
+            "y",
+        ]
+    )
     agent = Agent(options, default_config(), [])  # pass_priority is on by default
     assert agent.pass_priority
     agent.engine_refuses_priority = True  # what the gateway does on vLLM's refusal

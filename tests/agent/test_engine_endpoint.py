@@ -11,9 +11,16 @@ def test_a_profile_keeps_the_nodes_engine_port() -> None:
 
 
 def test_inline_flags_are_replaced_and_absent_ones_left_alone() -> None:
-    assert with_endpoint(["vllm", "serve", "m", "--port=9", "--host=0.0.0.0"], "127.0.0.2", "81") == [
-        "vllm", "serve", "m", "--host", "127.0.0.2", "--port", "81"]
-    assert with_endpoint(["vllm", "serve", "m", "--port", "9"], None, None) == ["vllm", "serve", "m", "--port", "9"]
+    assert with_endpoint(
+        ["vllm", "serve", "m", "--port=9", "--host=0.0.0.0"], "127.0.0.2", "81"
+    ) == ["vllm", "serve", "m", "--host", "127.0.0.2", "--port", "81"]
+    assert with_endpoint(["vllm", "serve", "m", "--port", "9"], None, None) == [
+        "vllm",
+        "serve",
+        "m",
+        "--port",
+        "9",
+    ]
 
 
 def test_the_supervisor_remembers_the_start_up_address() -> None:

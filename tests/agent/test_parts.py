@@ -299,7 +299,9 @@ def test_the_listen_url_reported_to_the_console_is_reachable() -> None:
     assert told.listen_url == "http://gpu-a-01:9100"
     assert local.resolve_listen_url() == ("http://127.0.0.1:9100", True)
     # A console name that does not resolve: 127.0.0.1 stands in, and it is not settled.
-    lost = parse_args([*base, "--listen", "0.0.0.0:9100", "--console", "http://no-such-host.invalid:8000"])
+    lost = parse_args(
+        [*base, "--listen", "0.0.0.0:9100", "--console", "http://no-such-host.invalid:8000"]
+    )
     assert lost.resolve_listen_url() == ("http://127.0.0.1:9100", False)
     six = parse_args([*base, "--listen", "[::]:9100", "--console", "http://[::1]:8000"])
     assert six.resolve_listen_url() == ("http://[::1]:9100", True)

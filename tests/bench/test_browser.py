@@ -26,7 +26,11 @@ def _run_preset(page: Any, endpoint_name: str) -> int:
 
 
 def test_one_click_runs_a_benchmark_and_two_runs_compare(
-    transactional_db: None, celery_worker_proc: Any, endpoint: Any, operator: Any, browser_page: Any,
+    transactional_db: None,
+    celery_worker_proc: Any,
+    endpoint: Any,
+    operator: Any,
+    browser_page: Any,
 ) -> None:
     page = browser_page
     sign_in(page, "otto")

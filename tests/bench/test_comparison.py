@@ -103,7 +103,10 @@ def test_tier_profiles_become_a_prompts_file_in_the_tier_shares() -> None:
     profiles = preset_workload("mixed-tiers", "http://x/v1", "m")[1]
     assert profile_counts(profiles, 10) == {"online": 7, "batch": 2, "offline": 1}
     assert profile_counts({"a": {"weight": 1}, "b": {"weight": 1}, "c": {"weight": 1}}, 10) in (
-        {"a": 4, "b": 3, "c": 3}, {"a": 3, "b": 4, "c": 3}, {"a": 3, "b": 3, "c": 4})
+        {"a": 4, "b": 3, "c": 3},
+        {"a": 3, "b": 4, "c": 3},
+        {"a": 3, "b": 3, "c": 4},
+    )
     import json
 
     records = [json.loads(line) for line in prompts_jsonl(profiles, total=100).splitlines()]
@@ -116,7 +119,7 @@ def test_tier_profiles_become_a_prompts_file_in_the_tier_shares() -> None:
 
 
 def test_every_preset_is_a_valid_workload() -> None:
-    from console.bench.loadgen import WorkloadSpec
+    from loadgen import WorkloadSpec
 
     for key in PRESETS:
         workload, _ = preset_workload(key, "http://127.0.0.1:1/v1", "m")

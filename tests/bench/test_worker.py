@@ -20,14 +20,23 @@ def _status(pk: int) -> str:
 
 
 def test_a_worker_runs_a_benchmark_created_through_the_api(
-    transactional_db: None, celery_worker_proc: Any, endpoint: Any, operator: Any, api: Any,
+    transactional_db: None,
+    celery_worker_proc: Any,
+    endpoint: Any,
+    operator: Any,
+    api: Any,
 ) -> None:
-    response = api(operator).post("/api/v1/benchmarks/", {"endpoint": endpoint.pk, "workload": SMOKE,
-                                                          "label": "smoke"}, format="json")
+    response = api(operator).post(
+        "/api/v1/benchmarks/",
+        {"endpoint": endpoint.pk, "workload": SMOKE, "label": "smoke"},
+        format="json",
+    )
     assert response.status_code == 201, response.content
     pk = response.json()["id"]
     assert response.json()["status"] == "pending"
-    wait_for(lambda: _status(pk) in (RunStatus.SUCCEEDED, RunStatus.FAILED), 40, "the run to finish")
+    wait_for(
+        lambda: _status(pk) in (RunStatus.SUCCEEDED, RunStatus.FAILED), 40, "the run to finish"
+    )
     run = BenchmarkRun.objects.get(pk=pk)
     assert run.status == RunStatus.SUCCEEDED, run.status_reason
     assert RequestSample.objects.filter(run=run).count() == 24
@@ -45,13 +54,25 @@ def test_a_worker_runs_a_benchmark_created_through_the_api(
 
 
 def test_cancel_stops_a_running_benchmark_and_keeps_what_completed(
-    transactional_db: None, celery_worker_proc: Any, endpoint: Any, operator: Any, api: Any,
+    transactional_db: None,
+    celery_worker_proc: Any,
+    endpoint: Any,
+    operator: Any,
+    api: Any,
 ) -> None:
     workload = {"concurrency": 4, "duration_s": 30, "prompt_tokens": 32, "max_tokens": 16}
-    pk = api(operator).post("/api/v1/benchmarks/", {"endpoint": endpoint.pk, "workload": workload},
-                            format="json").json()["id"]
-    wait_for(lambda: BenchmarkRun.objects.filter(pk=pk, status=RunStatus.RUNNING, requests_done__gt=0).exists(),
-             30, "the run to make progress")
+    pk = (
+        api(operator)
+        .post("/api/v1/benchmarks/", {"endpoint": endpoint.pk, "workload": workload}, format="json")
+        .json()["id"]
+    )
+    wait_for(
+        lambda: BenchmarkRun.objects.filter(
+            pk=pk, status=RunStatus.RUNNING, requests_done__gt=0
+        ).exists(),
+        30,
+        "the run to make progress",
+    )
     response = api(operator).post(f"/api/v1/benchmarks/{pk}/cancel/")
     assert response.status_code == 202 and response.json()["cancel_requested"] is True
     wait_for(lambda: _status(pk) == RunStatus.CANCELLED, 15, "the run to stop")

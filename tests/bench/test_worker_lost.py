@@ -26,7 +26,10 @@ QUEUE = "bench-lost-worker-test"
 
 
 def test_a_killed_worker_leaves_the_run_failed_once_detected(
-    transactional_db: None, endpoint: Any, operator: Any, tmp_path: Path,
+    transactional_db: None,
+    endpoint: Any,
+    operator: Any,
+    tmp_path: Path,
 ) -> None:
     env = {**os.environ, "DATABASE_URL": test_database_url()}
     log = tmp_path / "worker.log"
@@ -34,17 +37,44 @@ def test_a_killed_worker_leaves_the_run_failed_once_detected(
         # Its own queue, so no other test worker takes the task; one process (solo pool), so
         # SIGKILL takes the run down with it.
         worker = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "console", "worker", "--pool", "solo", "-Q", QUEUE,
-             "--without-mingle", "--without-gossip", "--loglevel", "INFO", "--hostname", f"lost-{os.getpid()}@%h"],
-            cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "console",
+                "worker",
+                "--pool",
+                "solo",
+                "-Q",
+                QUEUE,
+                "--without-mingle",
+                "--without-gossip",
+                "--loglevel",
+                "INFO",
+                "--hostname",
+                f"lost-{os.getpid()}@%h",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
         )
     try:
-        run = services.create_run(endpoint=endpoint, user=operator, enqueue=False,
-                                  workload={"concurrency": 2, "duration_s": 60, "prompt_tokens": 16, "max_tokens": 8})
+        run = services.create_run(
+            endpoint=endpoint,
+            user=operator,
+            enqueue=False,
+            workload={"concurrency": 2, "duration_s": 60, "prompt_tokens": 16, "max_tokens": 8},
+        )
         tasks.run_benchmark.apply_async((run.pk,), queue=QUEUE, task_id=run.celery_task_id)
-        wait_for(lambda: BenchmarkRun.objects.filter(pk=run.pk, status=RunStatus.RUNNING,
-                                                     requests_done__gt=0).exists(),
-                 40, f"the run to make progress; worker log:\n{log.read_text(errors='replace')}")
+        wait_for(
+            lambda: BenchmarkRun.objects.filter(
+                pk=run.pk, status=RunStatus.RUNNING, requests_done__gt=0
+            ).exists(),
+            40,
+            f"the run to make progress; worker log:\n{log.read_text(errors='replace')}",
+        )
         worker.send_signal(signal.SIGKILL)
         worker.wait(timeout=10)
     finally:
@@ -56,7 +86,9 @@ def test_a_killed_worker_leaves_the_run_failed_once_detected(
     assert tasks.detect_lost_runs() == []
     assert BenchmarkRun.objects.get(pk=run.pk).status == RunStatus.RUNNING
     # A minute without progress (the clock moved on for the run's heartbeat):
-    BenchmarkRun.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now() - timedelta(seconds=90))
+    BenchmarkRun.objects.filter(pk=run.pk).update(
+        heartbeat_at=timezone.now() - timedelta(seconds=90)
+    )
     assert tasks.detect_lost_runs() == [run.pk]
     run.refresh_from_db()
     assert run.status == RunStatus.FAILED and run.status_reason.startswith("worker lost")
@@ -67,7 +99,9 @@ def test_a_killed_worker_leaves_the_run_failed_once_detected(
 
 
 def test_the_sweep_uses_the_heartbeat_age(transactional_db: None, endpoint: Any) -> None:
-    run = services.create_run(endpoint=endpoint, enqueue=False, workload={"concurrency": 1, "requests": 1})
+    run = services.create_run(
+        endpoint=endpoint, enqueue=False, workload={"concurrency": 1, "requests": 1}
+    )
     now = timezone.now()
     assert services.claim(run.pk, now=now)
     assert not services.claim(run.pk, now=now)

@@ -34,10 +34,14 @@ def tier_config(db: None) -> Any:
 def launch_profile(db: None) -> Any:
     from console.tuning.services import create_launch_profile
 
-    return create_launch_profile(name="demo", args={"model": "demo-8b", "max_num_seqs": 64}, message="demo")
+    return create_launch_profile(
+        name="demo", args={"model": "demo-8b", "max_num_seqs": 64}, message="demo"
+    )
 
 
 @pytest.fixture
 def superuser(db: None, django_user_model: Any) -> Any:
     """Django's admin site needs is_staff; the console's admin role alone is not enough."""
-    return django_user_model.objects.create_superuser("root", "root@example.com", "tiergate-test-pw-1")
+    return django_user_model.objects.create_superuser(
+        "root", "root@example.com", "tiergate-test-pw-1"
+    )

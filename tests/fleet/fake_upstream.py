@@ -28,8 +28,10 @@ MODELS = ["demo-8b", "demo-70b"]
 
 
 def _unauthorized() -> JSONResponse:
-    return JSONResponse({"error": {"message": "Incorrect API key provided", "type": "auth", "code": 401}},
-                        status_code=401)
+    return JSONResponse(
+        {"error": {"message": "Incorrect API key provided", "type": "auth", "code": 401}},
+        status_code=401,
+    )
 
 
 def _authorized(request: Request) -> bool:
@@ -45,14 +47,28 @@ def _sse(events: list[Any]) -> StreamingResponse:
 
 
 def _completion(model: str) -> dict[str, Any]:
-    return {"id": "c1", "object": "chat.completion", "model": model,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": "OK"}, "finish_reason": "length"}],
-            "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4}}
+    return {
+        "id": "c1",
+        "object": "chat.completion",
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": "OK"},
+                "finish_reason": "length",
+            }
+        ],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4},
+    }
 
 
 def _chunk(model: str, content: str) -> dict[str, Any]:
-    return {"id": "c1", "object": "chat.completion.chunk", "model": model,
-            "choices": [{"index": 0, "delta": {"content": content}, "finish_reason": None}]}
+    return {
+        "id": "c1",
+        "object": "chat.completion.chunk",
+        "model": model,
+        "choices": [{"index": 0, "delta": {"content": content}, "finish_reason": None}],
+    }
 
 
 async def models(request: Request) -> Response:
@@ -71,20 +87,32 @@ async def chat(request: Request) -> Response:
     body = await request.json()
     model, stream = body.get("model"), bool(body.get("stream"))
     if model not in MODELS:
-        return JSONResponse({"error": {"message": f"The model `{model}` does not exist.", "code": 404}},
-                            status_code=404)
+        return JSONResponse(
+            {"error": {"message": f"The model `{model}` does not exist.", "code": 404}},
+            status_code=404,
+        )
     if flavour == "sse-always":
-        return _sse([{"id": "c1", "object": "chat.completion.chunk", "delta": {"content": "OK"}}, "[DONE]"])
+        return _sse(
+            [{"id": "c1", "object": "chat.completion.chunk", "delta": {"content": "OK"}}, "[DONE]"]
+        )
     if flavour == "json-stream" or not stream:
         return JSONResponse(_completion(model))
-    return _sse([_chunk(model, "O"), _chunk(model, "K"),
-                 {"id": "c1", "choices": [], "usage": {"completion_tokens": 1}}, "[DONE]"])
+    return _sse(
+        [
+            _chunk(model, "O"),
+            _chunk(model, "K"),
+            {"id": "c1", "choices": [], "usage": {"completion_tokens": 1}},
+            "[DONE]",
+        ]
+    )
 
 
-app = Starlette(routes=[
-    Route("/{flavour}/v1/models", models),
-    Route("/{flavour}/v1/chat/completions", chat, methods=["POST"]),
-])
+app = Starlette(
+    routes=[
+        Route("/{flavour}/v1/models", models),
+        Route("/{flavour}/v1/chat/completions", chat, methods=["POST"]),
+    ]
+)
 
 
 def free_port() -> int:
@@ -96,7 +124,9 @@ def free_port() -> int:
 def serve() -> Iterator[str]:
     """Run the server in a thread for the duration of the generator; yields its base URL."""
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off"))
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
+    )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 10

@@ -6,32 +6,73 @@ import json
 import time
 from typing import Any
 
-SEED_TIERS = {"scheduler": {
-    "queues": {
-        "online": {"max_batch_size": 8, "max_waiting_time_ms": 10, "max_tokens_per_batch": 4096, "priority": 1},
-        "batch": {"max_batch_size": 32, "max_waiting_time_ms": 50, "max_tokens_per_batch": 16384, "priority": 2},
-        "offline": {"max_batch_size": 64, "max_waiting_time_ms": 200, "max_tokens_per_batch": 32768,
-                    "priority": 3}},
-    "adaptive": {"enabled": True, "online_pressure_threshold": 10, "wait_time_reduction_ratio": 0.5}}}
+SEED_TIERS = {
+    "scheduler": {
+        "queues": {
+            "online": {
+                "max_batch_size": 8,
+                "max_waiting_time_ms": 10,
+                "max_tokens_per_batch": 4096,
+                "priority": 1,
+            },
+            "batch": {
+                "max_batch_size": 32,
+                "max_waiting_time_ms": 50,
+                "max_tokens_per_batch": 16384,
+                "priority": 2,
+            },
+            "offline": {
+                "max_batch_size": 64,
+                "max_waiting_time_ms": 200,
+                "max_tokens_per_batch": 32768,
+                "priority": 3,
+            },
+        },
+        "adaptive": {
+            "enabled": True,
+            "online_pressure_threshold": 10,
+            "wait_time_reduction_ratio": 0.5,
+        },
+    }
+}
 
 
 def sample(ts: float | None = None, **tiers: dict[str, Any]) -> dict[str, Any]:
     return {
         "ts": ts if ts is not None else time.time(),
         "gpu_source": "simulated",
-        "gpus": [{"index": 0, "name": "sim", "util": 0.5, "mem_used_bytes": 1, "mem_total_bytes": 2}],
+        "gpus": [
+            {"index": 0, "name": "sim", "util": 0.5, "mem_used_bytes": 1, "mem_total_bytes": 2}
+        ],
         "engine": {"kv_cache_usage": 0.25, "running": 3, "waiting": 1},
-        "tiers": tiers or {"online": {"depth": 2, "in_flight": 5, "finished": 4, "errors": 0,
-                                      "ttft_p50_s": 0.08, "ttft_p99_s": 0.31}},
+        "tiers": tiers
+        or {
+            "online": {
+                "depth": 2,
+                "in_flight": 5,
+                "finished": 4,
+                "errors": 0,
+                "ttft_p50_s": 0.08,
+                "ttft_p99_s": 0.31,
+            }
+        },
     }
 
 
 def beat(**fields: Any) -> dict[str, Any]:
     body: dict[str, Any] = {
-        "agent_version": "0.1.0", "mode": "attached", "listen_url": "",
-        "applied": {"tier_config": None, "launch_profile": None}, "keys_version": "",
+        "agent_version": "0.1.0",
+        "mode": "attached",
+        "listen_url": "",
+        "applied": {"tier_config": None, "launch_profile": None},
+        "keys_version": "",
         "health": {"gateway": "ok", "engine": "ok", "detail": ""},
-        "engine": {"url": "http://127.0.0.1:8001", "model": "demo-8b", "simulated": True, "args": {}},
+        "engine": {
+            "url": "http://127.0.0.1:8001",
+            "model": "demo-8b",
+            "simulated": True,
+            "args": {},
+        },
         "samples": [sample()],
     }
     body.update(fields)

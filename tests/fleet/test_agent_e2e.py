@@ -20,17 +20,27 @@ from tests.waiting import wait_for
 
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
-def test_a_real_agent_converges_and_serves_with_the_consoles_key(live_server: Any, tmp_path: Path) -> None:
+def test_a_real_agent_converges_and_serves_with_the_consoles_key(
+    live_server: Any, tmp_path: Path
+) -> None:
     from console.tuning.services import create_tier_config
 
     node, token = services.create_node("e2e-node", ["sim"], None)
     config = create_tier_config(name="seed-000", config=SEED_TIERS)
     services.set_desired([node], tier_config=config, reason="e2e")
-    args = ["--console", live_server.url, "--node-token", token, "--state-dir", str(tmp_path / "state")]
+    args = [
+        "--console",
+        live_server.url,
+        "--node-token",
+        token,
+        "--state-dir",
+        str(tmp_path / "state"),
+    ]
     with (
         run_sim_process("demo") as engine_url,
         start_agent_process([*args, "--engine-url", engine_url], tmp_path / "agent.log") as agent,
     ):
+
         def converged() -> bool:
             fresh = Node.objects.get(pk=node.pk)
             return fresh.applied_tier_config_id == config.pk and fresh.health.get("engine") == "ok"
@@ -44,10 +54,23 @@ def test_a_real_agent_converges_and_serves_with_the_consoles_key(live_server: An
 
         endpoint = Endpoint.objects.get(node=node, kind="gateway")
         assert endpoint.base_url == f"http://127.0.0.1:{agent.port}/v1"
-        r = httpx.post(f"{endpoint.base_url}/chat/completions", timeout=20,
-                       headers={"Authorization": f"Bearer {endpoint.get_api_key()}"},
-                       json={"model": "demo", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2})
+        r = httpx.post(
+            f"{endpoint.base_url}/chat/completions",
+            timeout=20,
+            headers={"Authorization": f"Bearer {endpoint.get_api_key()}"},
+            json={
+                "model": "demo",
+                "messages": [{"role": "user", "content": "hi"}],
+                "max_tokens": 2,
+            },
+        )
         assert r.status_code == 200, r.text
-        assert httpx.post(f"{endpoint.base_url}/chat/completions", timeout=20,
-                          headers={"Authorization": "Bearer tgk_wrong"},
-                          json={"model": "demo", "messages": []}).status_code == 401
+        assert (
+            httpx.post(
+                f"{endpoint.base_url}/chat/completions",
+                timeout=20,
+                headers={"Authorization": "Bearer tgk_wrong"},
+                json={"model": "demo", "messages": []},
+            ).status_code
+            == 401
+        )

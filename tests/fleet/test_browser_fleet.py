@@ -17,21 +17,29 @@ from tests.fleet.fleet_helpers import beat, post_beat, sample
 pytestmark = pytest.mark.browser
 
 
-def test_live_fleet_table_and_node_chart(transactional_db: None, viewer: Any, browser_page: Any) -> None:
+def test_live_fleet_table_and_node_chart(
+    transactional_db: None, viewer: Any, browser_page: Any
+) -> None:
     page = browser_page
     node, token = services.create_node("gpu-live-01", ["h200"], None)
     now = time.time()
-    post_beat(Client(), token, beat(samples=[sample(now - 2 + i, online={"depth": 1}) for i in range(2)]))
+    post_beat(
+        Client(), token, beat(samples=[sample(now - 2 + i, online={"depth": 1}) for i in range(2)])
+    )
     sign_in(page, "vera")
     page.goto("/fleet/")
     row = page.locator("tr[data-node='gpu-live-01']")
     assert "online 1" in row.inner_text()
     page.evaluate("window.__notReloaded = true")
     post_beat(Client(), token, beat(samples=[sample(time.time(), online={"depth": 42})]))
-    page.wait_for_function("document.querySelector(\"tr[data-node='gpu-live-01']\").innerText.includes('online 42')")
+    page.wait_for_function(
+        "document.querySelector(\"tr[data-node='gpu-live-01']\").innerText.includes('online 42')"
+    )
     assert page.evaluate("window.__notReloaded") is True  # updated in place, no reload
     if os.environ.get("TIERGATE_SCREENSHOTS"):
-        page.screenshot(path=os.path.join(os.environ["TIERGATE_SCREENSHOTS"], "fleet.png"), full_page=True)
+        page.screenshot(
+            path=os.path.join(os.environ["TIERGATE_SCREENSHOTS"], "fleet.png"), full_page=True
+        )
 
     page.goto(f"/fleet/nodes/{node.pk}/")
     page.wait_for_selector("#node-chart .main-svg")
@@ -39,7 +47,11 @@ def test_live_fleet_table_and_node_chart(transactional_db: None, viewer: Any, br
     # The status card follows the node without a reload: a new agent version shows up.
     page.evaluate("window.__notReloaded = true")
     post_beat(Client(), token, beat(samples=[sample(time.time())], agent_version="9.9.9-live"))
-    page.wait_for_function("document.querySelector('#node-status').innerText.includes('9.9.9-live')")
+    page.wait_for_function(
+        "document.querySelector('#node-status').innerText.includes('9.9.9-live')"
+    )
     assert page.evaluate("window.__notReloaded") is True
     if os.environ.get("TIERGATE_SCREENSHOTS"):
-        page.screenshot(path=os.path.join(os.environ["TIERGATE_SCREENSHOTS"], "node-detail.png"), full_page=True)
+        page.screenshot(
+            path=os.path.join(os.environ["TIERGATE_SCREENSHOTS"], "node-detail.png"), full_page=True
+        )

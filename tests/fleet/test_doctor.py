@@ -25,8 +25,13 @@ def by_name(steps: list[Step]) -> dict[str, Step]:
 def test_a_healthy_endpoint_passes_every_step(upstream: str) -> None:
     steps = probes.run_doctor(f"{upstream}/good/v1", GOOD_KEY, "demo-8b")
     assert [s.ok for s in steps] == [True] * 5, steps
-    assert [s.name for s in steps] == ["API key", "Base URL", "Models", "Chat completion (not streamed)",
-                                       "Chat completion (streamed)"]
+    assert [s.name for s in steps] == [
+        "API key",
+        "Base URL",
+        "Models",
+        "Chat completion (not streamed)",
+        "Chat completion (streamed)",
+    ]
     assert "[DONE]" in steps[-1].detail
 
 
@@ -111,18 +116,26 @@ def test_an_echoed_key_is_masked_in_what_the_doctor_keeps() -> None:
     def echo(request: httpx.Request) -> httpx.Response:
         return httpx.Response(401, json={"error": {"message": f"bad key {key}"}})
 
-    steps = probes.run_doctor("http://upstream.test/v1", key, "m", transport=httpx.MockTransport(echo))
+    steps = probes.run_doctor(
+        "http://upstream.test/v1", key, "m", transport=httpx.MockTransport(echo)
+    )
     text = repr(steps)
     assert key not in text and "sk-...9999" in text
 
 
 # --- the pure core ------------------------------------------------------------------------
 
+
 def test_base_url_candidates_try_with_and_without_v1() -> None:
-    assert doctor.base_url_candidates("https://taotoken.net/api") == ["https://taotoken.net/api",
-                                                                      "https://taotoken.net/api/v1"]
+    assert doctor.base_url_candidates("https://taotoken.net/api") == [
+        "https://taotoken.net/api",
+        "https://taotoken.net/api/v1",
+    ]
     assert doctor.base_url_candidates("http://h:8000/v1/") == ["http://h:8000/v1", "http://h:8000"]
-    assert doctor.base_url_candidates("https://x/api/v1/chat/completions") == ["https://x/api/v1", "https://x/api"]
+    assert doctor.base_url_candidates("https://x/api/v1/chat/completions") == [
+        "https://x/api/v1",
+        "https://x/api",
+    ]
 
 
 def test_a_dns_failure_is_classified_from_the_exception_chain() -> None:
@@ -134,7 +147,9 @@ def test_a_dns_failure_is_classified_from_the_exception_chain() -> None:
     except httpx.ConnectError as exc:
         kind, _ = probes._transport_error(exc)
     assert kind == doctor.DNS
-    step = doctor.transport_step("Base URL", Reply(url="http://nowhere.invalid/v1/models", error=kind))
+    step = doctor.transport_step(
+        "Base URL", Reply(url="http://nowhere.invalid/v1/models", error=kind)
+    )
     assert "does not resolve" in step.detail
 
 
@@ -146,7 +161,11 @@ def test_key_hygiene_catches_whitespace_and_quotes() -> None:
 
 
 def test_a_usage_only_final_chunk_is_not_a_missing_choices_error() -> None:
-    body = ('data: {"choices":[{"delta":{"content":"O"}}]}\n\n'
-            'data: {"choices":[],"usage":{"completion_tokens":1}}\n\ndata: [DONE]\n\n')
-    step = doctor.chat_step(Reply(url="u", status=200, content_type="text/event-stream", body=body), True, "m", [])
+    body = (
+        'data: {"choices":[{"delta":{"content":"O"}}]}\n\n'
+        'data: {"choices":[],"usage":{"completion_tokens":1}}\n\ndata: [DONE]\n\n'
+    )
+    step = doctor.chat_step(
+        Reply(url="u", status=200, content_type="text/event-stream", body=body), True, "m", []
+    )
     assert step.ok, step

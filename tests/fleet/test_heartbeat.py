@@ -39,14 +39,19 @@ def test_a_user_session_is_not_a_node_token(node_and_token: Any, admin_user: Any
     assert post_beat(client, None, beat()).status_code == 401
 
 
-@pytest.mark.parametrize(("body", "field"), [
-    ({"mode": "sideways"}, "mode"),
-    ({"samples": [{**sample(), "ts": "yesterday"}]}, "samples.0.ts"),
-    ({"samples": [sample(), {**sample(), "gpu_source": "magic"}]}, "samples.1.gpu_source"),
-    ({"applied": {"tier_config": "3"}}, "applied.tier_config"),
-    ({"samples": [sample(online={"depth": "two"})]}, "samples.0.tiers.online.depth"),
-])
-def test_wrong_types_get_400_naming_the_field(node_and_token: Any, body: dict[str, Any], field: str) -> None:
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"mode": "sideways"}, "mode"),
+        ({"samples": [{**sample(), "ts": "yesterday"}]}, "samples.0.ts"),
+        ({"samples": [sample(), {**sample(), "gpu_source": "magic"}]}, "samples.1.gpu_source"),
+        ({"applied": {"tier_config": "3"}}, "applied.tier_config"),
+        ({"samples": [sample(online={"depth": "two"})]}, "samples.0.tiers.online.depth"),
+    ],
+)
+def test_wrong_types_get_400_naming_the_field(
+    node_and_token: Any, body: dict[str, Any], field: str
+) -> None:
     _, token = node_and_token
     r = post_beat(Client(), token, beat(**body))
     assert r.status_code == 400
@@ -70,8 +75,11 @@ def test_unknown_keys_are_ignored(node_and_token: Any) -> None:
 def test_it_stores_samples_and_node_state(node_and_token: Any) -> None:
     node, token = node_and_token
     now = time.time()
-    body = beat(listen_url="", samples=[sample(now - 1), sample(now)],
-                apply_errors={"launch_profile": {"version": 4, "error": "engine exited with code 1"}})
+    body = beat(
+        listen_url="",
+        samples=[sample(now - 1), sample(now)],
+        apply_errors={"launch_profile": {"version": 4, "error": "engine exited with code 1"}},
+    )
     r = post_beat(Client(), token, body)
     assert r.status_code == 200, r.content
     rows = list(TelemetrySample.objects.filter(node=node).order_by("ts"))
@@ -104,17 +112,24 @@ def test_desired_content_only_when_it_differs_from_applied(
     assert reply["desired"] == {"tier_config": None, "launch_profile": None}
     assert reply["node"] == {"id": node.pk, "name": node.name}
 
-    services.set_desired([node], tier_config=tier_config, launch_profile=launch_profile, reason="test")
+    services.set_desired(
+        [node], tier_config=tier_config, launch_profile=launch_profile, reason="test"
+    )
     reply = post_beat(Client(), token, beat()).json()
     assert reply["desired"]["tier_config"]["id"] == tier_config.pk
-    assert reply["desired"]["tier_config"]["config"]["scheduler"]["queues"]["online"]["priority"] == 1
+    assert (
+        reply["desired"]["tier_config"]["config"]["scheduler"]["queues"]["online"]["priority"] == 1
+    )
     profile = reply["desired"]["launch_profile"]
     assert profile["args"]["model"] == "demo-8b"
     assert profile["argv"][:3] == ["vllm", "serve", "demo-8b"]
 
     applied = {"tier_config": tier_config.pk, "launch_profile": launch_profile.pk}
     reply = post_beat(Client(), token, beat(applied=applied)).json()
-    assert reply["desired"] == {"tier_config": {"id": tier_config.pk}, "launch_profile": {"id": launch_profile.pk}}
+    assert reply["desired"] == {
+        "tier_config": {"id": tier_config.pk},
+        "launch_profile": {"id": launch_profile.pk},
+    }
     node.refresh_from_db()
     assert node.applied_tier_config_id == tier_config.pk
     assert not node.tier_config_drift
@@ -167,7 +182,9 @@ def test_a_key_scoped_to_another_node_is_not_sent(node_and_token: Any, admin_use
     assert [k["name"] for k in reply["gateway_keys"]] == []
 
 
-def test_first_beat_with_a_listen_url_creates_the_nodes_gateway_endpoint(node_and_token: Any) -> None:
+def test_first_beat_with_a_listen_url_creates_the_nodes_gateway_endpoint(
+    node_and_token: Any,
+) -> None:
     node, token = node_and_token
     reply = post_beat(Client(), token, beat(listen_url="http://127.0.0.1:9101")).json()
     endpoint = Endpoint.objects.get(node=node)
@@ -199,16 +216,25 @@ def test_too_many_samples_are_refused(node_and_token: Any) -> None:
     assert r.status_code == 400 and "samples" in r.json()
 
 
-def test_node_ordering_of_queries_is_bounded(node_and_token: Any, django_assert_max_num_queries: Any) -> None:
+def test_node_ordering_of_queries_is_bounded(
+    node_and_token: Any, django_assert_max_num_queries: Any
+) -> None:
     """The hot path: auth, keys, one insert, one update (plus transaction statements)."""
     node, token = node_and_token
     post_beat(Client(), token, beat())  # first beat may do one-off work
     Node.objects.filter(pk=node.pk).update(listen_url="")
     with django_assert_max_num_queries(8):
-        assert post_beat(Client(), token, beat(samples=[sample(1795000000.0 + i) for i in range(60)])).status_code == 200
+        assert (
+            post_beat(
+                Client(), token, beat(samples=[sample(1795000000.0 + i) for i in range(60)])
+            ).status_code
+            == 200
+        )
 
 
-def test_the_beats_key_query_matches_the_orm_definition(node_and_token: Any, admin_user: Any) -> None:
+def test_the_beats_key_query_matches_the_orm_definition(
+    node_and_token: Any, admin_user: Any
+) -> None:
     from console.fleet.heartbeat import keys_for_node
 
     node, _ = node_and_token

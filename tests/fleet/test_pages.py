@@ -23,12 +23,21 @@ def browser(user: Any) -> Client:
     return client
 
 
-def test_fleet_page_lists_nodes_with_live_status(viewer: Any, node_and_token: Any, tier_config: Any) -> None:
+def test_fleet_page_lists_nodes_with_live_status(
+    viewer: Any, node_and_token: Any, tier_config: Any
+) -> None:
     node, token = node_and_token
     services.set_desired([node], tier_config=tier_config)
     now = time.time()
-    post_beat(Client(), token, beat(samples=[sample(now, online={"depth": 7, "in_flight": 2},
-                                                    batch={"depth": 3, "in_flight": 0})]))
+    post_beat(
+        Client(),
+        token,
+        beat(
+            samples=[
+                sample(now, online={"depth": 7, "in_flight": 2}, batch={"depth": 3, "in_flight": 0})
+            ]
+        ),
+    )
     page = browser(viewer).get("/fleet/")
     html = page.content.decode()
     assert page.status_code == 200
@@ -51,7 +60,9 @@ def test_a_silent_node_shows_stale(viewer: Any, node_and_token: Any) -> None:
     assert "stale" in browser(viewer).get("/fleet/live/").content.decode()
 
 
-def test_node_detail_draws_the_last_hour_with_local_plotly(viewer: Any, node_and_token: Any) -> None:
+def test_node_detail_draws_the_last_hour_with_local_plotly(
+    viewer: Any, node_and_token: Any
+) -> None:
     node, token = node_and_token
     now = time.time()
     post_beat(Client(), token, beat(samples=[sample(now - 5 + i) for i in range(5)]))
@@ -59,8 +70,11 @@ def test_node_detail_draws_the_last_hour_with_local_plotly(viewer: Any, node_and
     html = page.content.decode()
     assert page.status_code == 200
     assert "/static/vendor/plotly.min.js" in html and "cdn" not in html.lower()
-    figure = json.loads(re.search(r'<script id="node-figure" type="application/json">(.*?)</script>', html,
-                                  re.S).group(1))
+    figure = json.loads(
+        re.search(
+            r'<script id="node-figure" type="application/json">(.*?)</script>', html, re.S
+        ).group(1)
+    )
     names = [trace["name"] for trace in figure["data"]]
     assert names == ["GPU util", "KV use", "online depth", "online TTFT P99"]
     assert len(figure["data"][0]["x"]) == 5
@@ -107,13 +121,18 @@ def test_admin_creates_a_node_and_sees_the_token_once(admin_user: Any) -> None:
     # Rotate and delete, both behind a confirm on the page.
     detail = client.get(f"/fleet/nodes/{node.pk}/").content.decode()
     assert detail.count("data-confirm=") == 2
-    new = re.search(r"(tgn_[A-Za-z0-9_-]{43})", client.post(f"/fleet/nodes/{node.pk}/rotate-token/").content.decode())
+    new = re.search(
+        r"(tgn_[A-Za-z0-9_-]{43})",
+        client.post(f"/fleet/nodes/{node.pk}/rotate-token/").content.decode(),
+    )
     assert new is not None and new.group(1) != token
     assert client.post(f"/fleet/nodes/{node.pk}/delete/").status_code == 302
     assert not Node.objects.filter(name="gpu-z-09").exists()
 
 
-def test_viewers_and_operators_cannot_manage_nodes(viewer: Any, operator: Any, node_and_token: Any) -> None:
+def test_viewers_and_operators_cannot_manage_nodes(
+    viewer: Any, operator: Any, node_and_token: Any
+) -> None:
     node, _ = node_and_token
     for user in (viewer, operator):
         client = browser(user)
@@ -131,9 +150,17 @@ def test_pages_need_a_role(outsider: Any, db: None) -> None:
 
 def test_endpoint_pages(admin_user: Any, viewer: Any) -> None:
     client = browser(admin_user)
-    r = client.post("/fleet/endpoints/new/", {"name": "local", "base_url": "http://vllm-0:8000/v1",
-                                              "api_key": "sk-page-secret-9876", "kind": "vllm",
-                                              "models": "a, b", "default_model": "a"})
+    r = client.post(
+        "/fleet/endpoints/new/",
+        {
+            "name": "local",
+            "base_url": "http://vllm-0:8000/v1",
+            "api_key": "sk-page-secret-9876",
+            "kind": "vllm",
+            "models": "a, b",
+            "default_model": "a",
+        },
+    )
     assert r.status_code == 302
     endpoint = Endpoint.objects.get(name="local")
     assert endpoint.models == ["a", "b"] and endpoint.get_api_key() == "sk-page-secret-9876"
@@ -142,33 +169,57 @@ def test_endpoint_pages(admin_user: Any, viewer: Any) -> None:
     assert "Test connection" not in html  # viewers may not run it
     assert "local" in browser(viewer).get("/fleet/endpoints/").content.decode()
     # Editing without a key keeps the key.
-    client.post(f"/fleet/endpoints/{endpoint.pk}/edit/", {"name": "local", "base_url": "http://vllm-1:8000/v1",
-                                                          "kind": "vllm", "models": "a", "default_model": "a"})
+    client.post(
+        f"/fleet/endpoints/{endpoint.pk}/edit/",
+        {
+            "name": "local",
+            "base_url": "http://vllm-1:8000/v1",
+            "kind": "vllm",
+            "models": "a",
+            "default_model": "a",
+        },
+    )
     endpoint.refresh_from_db()
-    assert endpoint.base_url == "http://vllm-1:8000/v1" and endpoint.get_api_key() == "sk-page-secret-9876"
+    assert (
+        endpoint.base_url == "http://vllm-1:8000/v1"
+        and endpoint.get_api_key() == "sk-page-secret-9876"
+    )
     r = client.post("/fleet/endpoints/new/", {"name": "bad", "base_url": "ftp://x", "kind": "vllm"})
     assert r.status_code == 200 and "http:// or https://" in r.content.decode()
 
 
 def test_endpoint_doctor_page_shows_steps_with_fixes(operator: Any, db: None) -> None:
-    endpoint = services.create_endpoint(None, name="closed", base_url="http://127.0.0.1:9/v1", api_key="sk-x-000000")
+    endpoint = services.create_endpoint(
+        None, name="closed", base_url="http://127.0.0.1:9/v1", api_key="sk-x-000000"
+    )
     html = browser(operator).post(f"/fleet/endpoints/{endpoint.pk}/doctor/").content.decode()
     assert "Connection test" in html and "refused" in html and "How to fix" in html
 
 
 def test_env_import_page(admin_user: Any) -> None:
-    r = browser(admin_user).post("/fleet/endpoints/import/", {
-        "text": "export A_BASE_URL=http://a:8000/v1\nexport A_API_KEY=sk-aaaa-1111\nexport A_MODEL=m\n",
-        "kind": "external"})
+    r = browser(admin_user).post(
+        "/fleet/endpoints/import/",
+        {
+            "text": (
+                "export A_BASE_URL=http://a:8000/v1\n"
+                "export A_API_KEY=sk-aaaa-1111\nexport A_MODEL=m\n"
+            ),
+            "kind": "external",
+        },
+    )
     assert r.status_code == 302
     assert Endpoint.objects.get(name="a").default_model == "m"
-    r = browser(admin_user).post("/fleet/endpoints/import/", {"text": "nothing here", "kind": "external"})
+    r = browser(admin_user).post(
+        "/fleet/endpoints/import/", {"text": "nothing here", "kind": "external"}
+    )
     assert r.status_code == 200 and "no endpoint found" in r.content.decode()
 
 
 def test_gateway_key_page_creates_shows_once_and_revokes(admin_user: Any, viewer: Any) -> None:
     client = browser(admin_user)
-    r = client.post("/fleet/keys/", {"name": "team-a", "tiers": "online, batch", "default_tier": "batch"})
+    r = client.post(
+        "/fleet/keys/", {"name": "team-a", "tiers": "online, batch", "default_tier": "batch"}
+    )
     key = re.search(r"(tgk_[A-Za-z0-9_-]{43})", r.content.decode()).group(1)
     assert key not in client.get("/fleet/keys/").content.decode()
     stored = GatewayKey.objects.get(name="team-a")
@@ -184,8 +235,13 @@ def test_admin_pages_render(superuser: Any, node_and_token: Any) -> None:
     client = browser(superuser)
     node, token = node_and_token
     post_beat(Client(), token, beat(listen_url="http://127.0.0.1:9101"))
-    for path in ["/admin/fleet/node/", f"/admin/fleet/node/{node.pk}/change/", "/admin/fleet/endpoint/",
-                 "/admin/fleet/gatewaykey/", "/admin/fleet/telemetrysample/"]:
+    for path in [
+        "/admin/fleet/node/",
+        f"/admin/fleet/node/{node.pk}/change/",
+        "/admin/fleet/endpoint/",
+        "/admin/fleet/gatewaykey/",
+        "/admin/fleet/telemetrysample/",
+    ]:
         assert client.get(path).status_code == 200, path
 
 
@@ -195,13 +251,23 @@ def test_an_hour_of_samples_is_drawn_downsampled_keeping_the_spikes() -> None:
     from console.fleet.charts import MAX_POINTS, downsample
 
     start = datetime(2026, 1, 1, tzinfo=UTC)
-    rows = [(start + timedelta(seconds=i), 0.5, None, {"online": {"depth": 1, "ttft_p99_s": 0.1}}, "nvml")
-            for i in range(3600)]
+    rows = [
+        (
+            start + timedelta(seconds=i),
+            0.5,
+            None,
+            {"online": {"depth": 1, "ttft_p99_s": 0.1}},
+            "nvml",
+        )
+        for i in range(3600)
+    ]
     rows[1234] = (rows[1234][0], 1.0, 0.4, {"online": {"depth": 9, "ttft_p99_s": 2.5}}, "nvml")
     drawn = downsample(rows)
     assert len(drawn) == MAX_POINTS and drawn[-1][0] == rows[-1][0]
     assert max(r[3]["online"]["ttft_p99_s"] for r in drawn) == 2.5  # the spike survives
     assert max(r[3]["online"]["depth"] for r in drawn) == 9
-    assert sum(r[1] for r in drawn) / len(drawn) == pytest.approx((0.5 * 3599 + 1.0) / 3600, rel=1e-3)
+    assert sum(r[1] for r in drawn) / len(drawn) == pytest.approx(
+        (0.5 * 3599 + 1.0) / 3600, rel=1e-3
+    )
     assert [r[2] for r in drawn].count(None) == MAX_POINTS - 1
     assert downsample(rows[:10]) == rows[:10]

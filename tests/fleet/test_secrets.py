@@ -44,8 +44,13 @@ def _secrets_in_files(paths: list[Path], secrets: list[str]) -> list[str]:
         "data = b''.join(open(p, 'rb').read() for p in sys.argv[2:]); "
         "print(json.dumps([s for s in secrets if s.encode() in data]))"
     )
-    out = subprocess.run([sys.executable, "-c", script, json.dumps(secrets), *map(str, paths)],
-                         capture_output=True, text=True, check=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-c", script, json.dumps(secrets), *map(str, paths)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
     return json.loads(out.stdout)  # type: ignore[no-any-return]
 
 
@@ -56,16 +61,27 @@ def test_no_plaintext_secret_anywhere(superuser: Any, api: Any, caplog: Any) -> 
     secrets: list[str] = [SECRET]
     bodies: list[str] = []
 
-    r = client.post("/api/v1/endpoints/", {"name": "conf", "base_url": "http://127.0.0.1:9/v1",
-                                           "api_key": SECRET, "kind": "external"}, format="json")
+    r = client.post(
+        "/api/v1/endpoints/",
+        {
+            "name": "conf",
+            "base_url": "http://127.0.0.1:9/v1",
+            "api_key": SECRET,
+            "kind": "external",
+        },
+        format="json",
+    )
     assert r.status_code == 201
     endpoint_id = r.json()["id"]
     bodies.append(r.content.decode())
     r = client.post("/api/v1/nodes/", {"name": "n1"}, format="json")
     token = r.json()["token"]
     secrets.append(token)
-    r = client.post("/api/v1/gateway-keys/", {"name": "ops", "tiers": ["online"], "default_tier": "online"},
-                    format="json")
+    r = client.post(
+        "/api/v1/gateway-keys/",
+        {"name": "ops", "tiers": ["online"], "default_tier": "online"},
+        format="json",
+    )
     secrets.append(r.json()["key"])
     # The node's first beat makes the console's own gateway key for it.
     reply = post_beat(Client(), token, beat(listen_url="http://127.0.0.1:9101"))
@@ -73,18 +89,35 @@ def test_no_plaintext_secret_anywhere(superuser: Any, api: Any, caplog: Any) -> 
     secrets.append(Endpoint.objects.get(kind="gateway").get_api_key())
     # The doctor fails against a closed port; its answer must not echo the key either.
     bodies.append(client.post(f"/api/v1/endpoints/{endpoint_id}/doctor/").content.decode())
-    bodies.append(client.patch(f"/api/v1/endpoints/{endpoint_id}/", {"api_key": SECRET + "-v2"},
-                               format="json").content.decode())
+    bodies.append(
+        client.patch(
+            f"/api/v1/endpoints/{endpoint_id}/", {"api_key": SECRET + "-v2"}, format="json"
+        ).content.decode()
+    )
     secrets.append(SECRET + "-v2")
 
-    for path in ["/api/v1/endpoints/", f"/api/v1/endpoints/{endpoint_id}/", f"/api/v1/endpoints/{endpoint_id}/env/",
-                 "/api/v1/nodes/", "/api/v1/gateway-keys/", "/api/v1/audit-events/"]:
+    for path in [
+        "/api/v1/endpoints/",
+        f"/api/v1/endpoints/{endpoint_id}/",
+        f"/api/v1/endpoints/{endpoint_id}/env/",
+        "/api/v1/nodes/",
+        "/api/v1/gateway-keys/",
+        "/api/v1/audit-events/",
+    ]:
         bodies.append(client.get(path).content.decode())
     browser = Client()
     browser.force_login(superuser)
-    for path in ["/fleet/", "/fleet/live/", "/fleet/endpoints/", f"/fleet/endpoints/{endpoint_id}/",
-                 f"/fleet/endpoints/{endpoint_id}/edit/", "/fleet/keys/", "/audit/",
-                 f"/admin/fleet/endpoint/{endpoint_id}/change/", "/admin/fleet/gatewaykey/"]:
+    for path in [
+        "/fleet/",
+        "/fleet/live/",
+        "/fleet/endpoints/",
+        f"/fleet/endpoints/{endpoint_id}/",
+        f"/fleet/endpoints/{endpoint_id}/edit/",
+        "/fleet/keys/",
+        "/audit/",
+        f"/admin/fleet/endpoint/{endpoint_id}/change/",
+        "/admin/fleet/gatewaykey/",
+    ]:
         r = browser.get(path)
         assert r.status_code == 200, path
         bodies.append(r.content.decode())

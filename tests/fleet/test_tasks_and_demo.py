@@ -26,7 +26,9 @@ def test_pruning_deletes_only_samples_past_retention(node_and_token: Any, settin
     post_beat(Client(), token, beat(samples=[sample(old), sample(old + 1), sample(fresh)]))
     assert prune_telemetry(now) == 2
     assert prune_telemetry(now) == 0
-    assert list(TelemetrySample.objects.values_list("ts", flat=True)) == [datetime.fromtimestamp(fresh, UTC)]
+    assert list(TelemetrySample.objects.values_list("ts", flat=True)) == [
+        datetime.fromtimestamp(fresh, UTC)
+    ]
 
 
 def test_the_prune_task_is_scheduled_and_callable(settings: Any) -> None:
@@ -48,7 +50,9 @@ def test_demo_seeder_writes_tokens_that_authenticate(settings: Any, tmp_path: An
     assert notes and "demo-node-1" in notes[0]
     entries = json.loads((tmp_path / "demo-nodes.json").read_text())
     assert [(e["name"], e["engine_port"], e["agent_port"]) for e in entries] == [
-        ("demo-node-1", 8101, 9101), ("demo-node-2", 8102, 9102)]
+        ("demo-node-1", 8101, 9101),
+        ("demo-node-2", 8102, 9102),
+    ]
     for entry in entries:
         node = Node.objects.get(name=entry["name"])
         assert node.token_sha256 == sha256_hex(entry["token"])

@@ -82,7 +82,9 @@ def test_role_hierarchy(viewer: Any, operator: Any, admin_user: Any) -> None:
 
 def test_adduser_command_creates_a_user_with_a_role(db: None) -> None:
     out = StringIO()
-    call_command("adduser", "nina", "--role", "operator", "--password", "long-enough-pw-7", stdout=out)
+    call_command(
+        "adduser", "nina", "--role", "operator", "--password", "long-enough-pw-7", stdout=out
+    )
     from django.contrib.auth import get_user_model
 
     nina = get_user_model().objects.get(username="nina")

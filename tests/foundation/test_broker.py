@@ -14,8 +14,10 @@ PER_PRODUCER = 100
 def _conn(folder: Path) -> Connection:
     queue = folder / "queue"
     queue.mkdir(parents=True, exist_ok=True)
-    return Connection(transport=Transport, transport_options={
-        "data_folder_in": str(queue), "data_folder_out": str(queue)})
+    return Connection(
+        transport=Transport,
+        transport_options={"data_folder_in": str(queue), "data_folder_out": str(queue)},
+    )
 
 
 def test_a_consumer_reading_while_producers_write_gets_every_message_whole(tmp_path: Path) -> None:
@@ -29,8 +31,12 @@ def test_a_consumer_reading_while_producers_write_gets_every_message_whole(tmp_p
         with _conn(tmp_path) as conn:
             producer = conn.Producer()
             for i in range(PER_PRODUCER):
-                producer.publish({"n": offset + i, "pad": "x" * 20000}, routing_key="work",
-                                 declare=[Queue("work")], serializer="json")
+                producer.publish(
+                    {"n": offset + i, "pad": "x" * 20000},
+                    routing_key="work",
+                    declare=[Queue("work")],
+                    serializer="json",
+                )
 
     def consume() -> None:
         with _conn(tmp_path) as conn:
@@ -48,7 +54,9 @@ def test_a_consumer_reading_while_producers_write_gets_every_message_whole(tmp_p
 
     consumer = threading.Thread(target=consume)
     consumer.start()
-    producers = [threading.Thread(target=produce, args=(k * PER_PRODUCER,)) for k in range(N_PRODUCERS)]
+    producers = [
+        threading.Thread(target=produce, args=(k * PER_PRODUCER,)) for k in range(N_PRODUCERS)
+    ]
     for t in producers:
         t.start()
     for t in producers:

@@ -9,7 +9,9 @@ from tests.conftest import sign_in
 pytestmark = pytest.mark.browser
 
 
-def test_a_user_signs_in_and_sees_the_navigation(transactional_db: None, viewer: Any, browser_page: Any) -> None:
+def test_a_user_signs_in_and_sees_the_navigation(
+    transactional_db: None, viewer: Any, browser_page: Any
+) -> None:
     page = browser_page
     sign_in(page, "vera")
     assert page.locator("header .who").inner_text().startswith("vera")

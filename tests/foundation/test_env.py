@@ -54,20 +54,35 @@ def test_url_scheme_is_checked() -> None:
 
 
 def _check_settings(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("TIERGATE_", "DATABASE_URL", "CELERY_"))}
+    clean = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("TIERGATE_", "DATABASE_URL", "CELERY_"))
+    }
     clean.update({"TIERGATE_DATA_DIR": str(tmp_path), **env})
-    return subprocess.run([sys.executable, "manage.py", "check"], cwd=ROOT, env=clean,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "manage.py", "check"],
+        cwd=ROOT,
+        env=clean,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
-@pytest.mark.parametrize(("name", "value"), [
-    ("TIERGATE_DEBUG", "perhaps"),
-    ("DATABASE_URL", "oracle://db/x"),
-    ("CELERY_BROKER_URL", "carrier-pigeon://coop"),
-    ("TIERGATE_FERNET_KEY", "not-a-fernet-key"),
-    ("TIERGATE_DB_CONN_MAX_AGE", "-3"),
-])
-def test_malformed_values_stop_startup_naming_the_variable(tmp_path: Path, name: str, value: str) -> None:
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("TIERGATE_DEBUG", "perhaps"),
+        ("DATABASE_URL", "oracle://db/x"),
+        ("CELERY_BROKER_URL", "carrier-pigeon://coop"),
+        ("TIERGATE_FERNET_KEY", "not-a-fernet-key"),
+        ("TIERGATE_DB_CONN_MAX_AGE", "-3"),
+    ],
+)
+def test_malformed_values_stop_startup_naming_the_variable(
+    tmp_path: Path, name: str, value: str
+) -> None:
     result = _check_settings(tmp_path, **{name: value})
     assert result.returncode != 0
     assert name in result.stderr

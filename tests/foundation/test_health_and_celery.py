@@ -26,7 +26,9 @@ def test_healthz_html_is_a_page_for_people() -> None:
     assert b"<table" in r.content and b"database" in r.content
 
 
-def test_a_real_worker_answers_the_ping_task(transactional_db: None, celery_worker_proc: Any) -> None:
+def test_a_real_worker_answers_the_ping_task(
+    transactional_db: None, celery_worker_proc: Any
+) -> None:
     assert ping.apply_async(expires=30).get(timeout=30) == "pong"
     r = Client().get("/healthz", HTTP_ACCEPT="application/json")
     body = r.json()

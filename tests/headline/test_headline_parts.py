@@ -10,9 +10,9 @@ from pathlib import Path
 
 import httpx
 
-from console.bench.loadgen import SpecError, WorkloadSpec, run_workload
-from console.bench.loadgen.cli import build_parser, spec_from_args
 from gpu_agent.sim.testing import run_sim_process
+from loadgen import SpecError, WorkloadSpec, run_workload
+from loadgen.cli import build_parser, spec_from_args
 from perf.headline.report import arm_table, verdict
 from perf.headline.search import candidate_axes
 from perf.headline.workload import (

@@ -12,10 +12,10 @@ import pytest
 from django.core.management import call_command
 
 from console.bench.choices import RunStatus
-from console.bench.loadgen import RequestSample, summarize
 from console.bench.management.commands.headline import flags_to_args
 from console.bench.models import BenchmarkRun
 from console.bench.results import compare_runs
+from loadgen import RequestSample, summarize
 from perf.headline.workload import MODEL, SEED_TIER_CONFIG, TIER_PROFILES, engine_flags
 
 
@@ -82,7 +82,11 @@ def test_stored_arms_are_comparable_benchmark_runs(tmp_path: Path) -> None:
 
 
 def test_flags_to_args() -> None:
-    args = flags_to_args(["--max-num-seqs", "32", "--enable-prefix-caching",
-                          "--gpu-memory-utilization", "0.85", "--scheduling-policy", "fcfs"])  # fmt: skip
+    args = flags_to_args(
+        [
+            "--max-num-seqs", "32", "--enable-prefix-caching",
+            "--gpu-memory-utilization", "0.85", "--scheduling-policy", "fcfs",
+        ]
+    )  # fmt: skip
     assert args == {"max_num_seqs": 32, "enable_prefix_caching": True,
                     "gpu_memory_utilization": 0.85, "scheduling_policy": "fcfs"}  # fmt: skip

@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 class RefServerProcess:
     def __init__(self, *args: str) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "console.bench.loadgen.refserver", "--port", "0", *args],
+            [sys.executable, "-m", "loadgen.refserver", "--port", "0", *args],
             cwd=ROOT,
             stdout=subprocess.PIPE,
             text=True,

@@ -1,4 +1,5 @@
-"""`python -m console.bench.loadgen` as operators and CI run it."""
+"""`python -m console.bench.loadgen` (DESIGN.md 9) and `python -m loadgen`, as operators and CI
+run them."""
 
 from __future__ import annotations
 
@@ -82,3 +83,15 @@ def test_bad_options_name_the_field(tmp_path: Path) -> None:
         proc = loadgen(*base, *extra)
         assert proc.returncode == 2 and message in proc.stderr, (extra, proc.stderr)
         assert "first error" not in proc.stdout
+
+
+def test_the_top_level_package_runs_the_same_command_line() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "loadgen", "--help"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "--base-url" in proc.stdout and "--tier-mix" in proc.stdout

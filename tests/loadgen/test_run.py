@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from console.bench.loadgen import Progress, Stage, WorkloadSpec, run_workload
+from loadgen import Progress, Stage, WorkloadSpec, run_workload
 
 TTFT, ITL = 0.030, 0.005
 
@@ -165,7 +165,9 @@ async def test_poisson_arrivals_are_seeded_and_average_the_rate(refserver: Any) 
 async def test_every_progress_report_comes_from_a_worker_thread(refserver: Any) -> None:
     loop_thread = threading.get_ident()
     seen: list[tuple[int, float]] = []
-    spec = WorkloadSpec(base_url=refserver.base_url, model="m", concurrency=4, requests=8, max_tokens=4)
+    spec = WorkloadSpec(
+        base_url=refserver.base_url, model="m", concurrency=4, requests=8, max_tokens=4
+    )
     await run_workload(spec, on_progress=lambda p: seen.append((threading.get_ident(), p.percent)))
     assert seen and seen[-1][1] == 100.0  # the final report too
     assert all(ident != loop_thread for ident, _ in seen)

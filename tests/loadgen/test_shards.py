@@ -6,8 +6,8 @@ import asyncio
 import time
 from typing import Any
 
-from console.bench.loadgen import Progress, Stage, WorkloadSpec, run_workload
-from console.bench.loadgen.shards import split_spec
+from loadgen import Progress, Stage, WorkloadSpec, run_workload
+from loadgen.shards import split_spec
 
 
 def spec(**kw: Any) -> WorkloadSpec:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from console.bench.loadgen import (
+from loadgen import (
     SpecError,
     Stage,
     WorkloadSpec,
@@ -17,10 +17,10 @@ from console.bench.loadgen import (
     parse_stages,
     parse_tier_mix,
 )
-from console.bench.loadgen.client import endpoint_url
-from console.bench.loadgen.prompts import RequestFactory, load_prompts_file
+from loadgen.client import endpoint_url
+from loadgen.prompts import RequestFactory, load_prompts_file
 
-LOADGEN_DIR = Path(__file__).resolve().parents[2] / "console" / "bench" / "loadgen"
+LOADGEN_DIR = Path(__file__).resolve().parents[2] / "loadgen"
 
 # Seed 003's client settings.json, as printed in the report.
 SEED003: dict[str, Any] = {
@@ -113,7 +113,9 @@ def test_invalid_specs_name_the_field(change: dict[str, object], field: str) -> 
         ({"concurrency": 0}, "concurrency: must be >= 1"),
     ],
 )
-def test_json_workloads_with_wrong_types_name_the_field(data: dict[str, object], message: str) -> None:
+def test_json_workloads_with_wrong_types_name_the_field(
+    data: dict[str, object], message: str
+) -> None:
     workload = {"base_url": "http://h/v1", "model": "m", "concurrency": 2, "requests": 4, **data}
     if "stages" in data:
         workload.update(concurrency=None, requests=None)
@@ -127,10 +129,16 @@ def test_json_workloads_with_wrong_types_name_the_field(data: dict[str, object],
 @pytest.mark.parametrize(
     ("settings", "message"),
     [
-        ({"workload": {"prompt_tokens": "many"}}, "workload.prompt_tokens: must be a finite number"),
+        (
+            {"workload": {"prompt_tokens": "many"}},
+            "workload.prompt_tokens: must be a finite number",
+        ),
         ({"load_test": "x"}, "load_test: must be an object"),
         ({"load_test": {"concurrency": 1.5}}, "load_test.concurrency: must be a finite number"),
-        ({"load_test": {"warmup_seconds": True}}, "load_test.warmup_seconds: must be a finite number"),
+        (
+            {"load_test": {"warmup_seconds": True}},
+            "load_test.warmup_seconds: must be a finite number",
+        ),
         ({"concurrency": "lots"}, "concurrency: must be a finite number"),
     ],
 )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from console.bench.loadgen.sse import SSEDecoder, SSEEvent
+from loadgen.sse import SSEDecoder, SSEEvent
 
 
 def feed_all(pieces: list[bytes]) -> list[SSEEvent]:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from console.bench.loadgen import RequestSample, summarize, timeseries
-from console.bench.loadgen.stats import itl_stats, stage_summaries, validity
+from loadgen import RequestSample, summarize, timeseries
+from loadgen.stats import itl_stats, stage_summaries, validity
 
 
 def sample(

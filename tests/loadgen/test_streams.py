@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable
 
-from console.bench.loadgen import RequestSample, WorkloadSpec, run_workload
+from loadgen import RequestSample, WorkloadSpec, run_workload
 
 CannedFactory = Callable[[bytes], Awaitable[str]]  # the canned_server fixture
 

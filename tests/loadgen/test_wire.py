@@ -19,9 +19,9 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from console.bench.loadgen.client import send_request
-from console.bench.loadgen.prompts import PlannedRequest
-from console.bench.loadgen.wire import Pool
+from loadgen.client import send_request
+from loadgen.prompts import PlannedRequest
+from loadgen.wire import Pool
 from tests.loadgen.test_streams import chunk
 
 HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"

@@ -39,8 +39,9 @@ def versions(transactional_db: None) -> tuple[Any, Any]:
 
 
 @pytest.fixture
-def fleet(live_server: Any, fast_beats: None, sim_url: str, tmp_path: Path,
-          versions: tuple[Any, Any]) -> Iterator[Callable[..., list[tuple[Any, Agent]]]]:
+def fleet(
+    live_server: Any, fast_beats: None, sim_url: str, tmp_path: Path, versions: tuple[Any, Any]
+) -> Iterator[Callable[..., list[tuple[Any, Agent]]]]:
     """fleet(n, **agent_kwargs) -> [(node, agent)]: n nodes desiring v1, each with a running
     agent (attached to the shared simulator unless told otherwise) that has applied v1."""
     from console.fleet import services
@@ -48,20 +49,30 @@ def fleet(live_server: Any, fast_beats: None, sim_url: str, tmp_path: Path,
 
     started: list[Agent] = []
 
-    def make(count: int, *, prefix: str = "gpu", engine_cmd: str | None = None) -> list[tuple[Any, Agent]]:
+    def make(
+        count: int, *, prefix: str = "gpu", engine_cmd: str | None = None
+    ) -> list[tuple[Any, Agent]]:
         out = []
         for index in range(count):
             name = f"{prefix}-{len(started) + 1:02d}"
             node, token = services.create_node(name, ["test", f"zone-{index % 2}"], None)
             services.set_desired([node], tier_config=versions[0], reason="test start")
-            agent = spawn_agent(name, token, live_server.url, tmp_path,
-                                engine_url=None if engine_cmd else sim_url, engine_cmd=engine_cmd)
+            agent = spawn_agent(
+                name,
+                token,
+                live_server.url,
+                tmp_path,
+                engine_url=None if engine_cmd else sim_url,
+                engine_cmd=engine_cmd,
+            )
             started.append(agent)
             out.append((node, agent))
         for node, agent in out:  # started all at once: they boot in parallel
             agent.wait_ready()
-            wait_for(lambda n=node: Node.objects.get(pk=n.pk).applied_tier_config_id == versions[0].pk,
-                     what=f"{node.name} to apply v1")
+            wait_for(
+                lambda n=node: Node.objects.get(pk=n.pk).applied_tier_config_id == versions[0].pk,
+                what=f"{node.name} to apply v1",
+            )
             node.refresh_from_db()
         return out
 

@@ -16,13 +16,24 @@ MODEL = "demo"
 
 
 def queue(priority: int, wait_ms: int = 1, batch: int = 8) -> dict[str, Any]:
-    return {"max_batch_size": batch, "max_waiting_time_ms": wait_ms, "max_tokens_per_batch": 1_000_000,
-            "priority": priority}
+    return {
+        "max_batch_size": batch,
+        "max_waiting_time_ms": wait_ms,
+        "max_tokens_per_batch": 1_000_000,
+        "priority": priority,
+    }
 
 
 def tier_config(online_wait_ms: int = 1, online_batch: int = 8) -> dict[str, Any]:
-    return {"scheduler": {"queues": {"online": queue(1, online_wait_ms, online_batch), "batch": queue(2),
-                                     "offline": queue(3)}}}
+    return {
+        "scheduler": {
+            "queues": {
+                "online": queue(1, online_wait_ms, online_batch),
+                "batch": queue(2),
+                "offline": queue(3),
+            }
+        }
+    }
 
 
 class Agent(AgentProcess):
@@ -33,15 +44,36 @@ class Agent(AgentProcess):
         return value
 
 
-def spawn_agent(name: str, token: str, console_url: str, tmp: Path, *, engine_url: str | None = None,
-                engine_cmd: str | None = None) -> Agent:
+def spawn_agent(
+    name: str,
+    token: str,
+    console_url: str,
+    tmp: Path,
+    *,
+    engine_url: str | None = None,
+    engine_cmd: str | None = None,
+) -> Agent:
     """Start `python -m gpu_agent` managed by the console, attached to `engine_url` or running
     `engine_cmd` as the simulator; `Agent.wait_ready` waits for its gateway."""
-    engine = ["--engine-url", engine_url] if engine_url else ["--engine-cmd", str(engine_cmd), "--simulate",
-                                                               "--engine-start-timeout", "15"]
-    args = [*engine, "--console", console_url, "--state-dir", str(tmp / f"state-{name}"),
-            "--heartbeat-backoff-max", "1", "--log-level", "warning"]
-    return Agent.spawn(args, tmp / f"agent-{name}.log", env={"TIERGATE_NODE_TOKEN": token}, node_token=token)
+    engine = (
+        ["--engine-url", engine_url]
+        if engine_url
+        else ["--engine-cmd", str(engine_cmd), "--simulate", "--engine-start-timeout", "15"]
+    )
+    args = [
+        *engine,
+        "--console",
+        console_url,
+        "--state-dir",
+        str(tmp / f"state-{name}"),
+        "--heartbeat-backoff-max",
+        "1",
+        "--log-level",
+        "warning",
+    ]
+    return Agent.spawn(
+        args, tmp / f"agent-{name}.log", env={"TIERGATE_NODE_TOKEN": token}, node_token=token
+    )
 
 
 class ExecutorThread(threading.Thread):
@@ -90,10 +122,17 @@ def timeline(rollout: Any) -> str:
 
 def stream_completion(client: httpx.Client, url: str, key: str, max_tokens: int) -> tuple[int, str]:
     """One streamed completion through a gateway: (status, the whole body)."""
-    body = {"model": MODEL, "prompt": "hello rollout", "max_tokens": max_tokens, "stream": True,
-            "ignore_eos": True, "stream_options": {"include_usage": True}}
-    with client.stream("POST", url + "/v1/completions", json=body,
-                       headers={"Authorization": f"Bearer {key}"}) as response:
+    body = {
+        "model": MODEL,
+        "prompt": "hello rollout",
+        "max_tokens": max_tokens,
+        "stream": True,
+        "ignore_eos": True,
+        "stream_options": {"include_usage": True},
+    }
+    with client.stream(
+        "POST", url + "/v1/completions", json=body, headers={"Authorization": f"Bearer {key}"}
+    ) as response:
         text = "".join(response.iter_text())
         return response.status_code, text
 
@@ -101,14 +140,19 @@ def stream_completion(client: httpx.Client, url: str, key: str, max_tokens: int)
 class Load:
     """Steady streamed traffic through some gateways from a few threads, until stopped."""
 
-    def __init__(self, urls: list[str], key: str, workers_per_url: int = 4, max_tokens: int = 4) -> None:
+    def __init__(
+        self, urls: list[str], key: str, workers_per_url: int = 4, max_tokens: int = 4
+    ) -> None:
         self.urls, self.key, self.max_tokens = urls, key, max_tokens
         self.stop_event = threading.Event()
         self.ok = 0
         self.failed: list[str] = []
         self._lock = threading.Lock()
-        self.threads = [threading.Thread(target=self._loop, args=(url,), daemon=True)
-                        for url in urls for _ in range(workers_per_url)]
+        self.threads = [
+            threading.Thread(target=self._loop, args=(url,), daemon=True)
+            for url in urls
+            for _ in range(workers_per_url)
+        ]
 
     def _loop(self, url: str) -> None:
         with httpx.Client(timeout=30) as client:

@@ -17,19 +17,32 @@ def setup(db: None) -> dict[str, Any]:
 
     v1 = create_tier_config(name="tiers", config=tier_config(1), message="v1")
     v2 = create_tier_config(name="tiers", config=tier_config(2), message="v2")
-    nodes = [create_node(name, labels, None)[0] for name, labels in (("gpu-a", ["zone-a"]), ("gpu-b", ["zone-b"]))]
+    nodes = [
+        create_node(name, labels, None)[0]
+        for name, labels in (("gpu-a", ["zone-a"]), ("gpu-b", ["zone-b"]))
+    ]
     set_desired(nodes, tier_config=v1)
     return {"v1": v1, "v2": v2, "nodes": nodes}
 
 
-def test_an_operator_creates_a_rollout_and_reads_it_back(api: Any, operator: Any, viewer: Any,
-                                                         setup: dict[str, Any]) -> None:
+def test_an_operator_creates_a_rollout_and_reads_it_back(
+    api: Any, operator: Any, viewer: Any, setup: dict[str, Any]
+) -> None:
     from console.audit.models import AuditEvent
 
-    response = api(operator).post("/api/v1/rollouts/", {
-        "tier_config": setup["v2"].pk, "node_selection": "label", "label": "zone-b", "canary_count": 1,
-        "guard_max_ttft_p99_regression_pct": 20, "guard_window_s": 10, "message": "tighter online",
-    }, format="json")
+    response = api(operator).post(
+        "/api/v1/rollouts/",
+        {
+            "tier_config": setup["v2"].pk,
+            "node_selection": "label",
+            "label": "zone-b",
+            "canary_count": 1,
+            "guard_max_ttft_p99_regression_pct": 20,
+            "guard_window_s": 10,
+            "message": "tighter online",
+        },
+        format="json",
+    )
     assert response.status_code == 201, response.json()
     body = response.json()
     assert body["state"] == "pending" and body["target"] == "tiers v2" and body["node_count"] == 1
@@ -42,48 +55,76 @@ def test_an_operator_creates_a_rollout_and_reads_it_back(api: Any, operator: Any
     assert api(viewer).get(f"/api/v1/rollouts/{body['id']}/").json()["guard_window_s"] == 10
 
 
-@pytest.mark.parametrize(("payload", "field"), [
-    ({}, "tier_config"),
-    ({"tier_config": 99999}, "tier_config"),
-    ({"node_selection": "nodes", "nodes": []}, "nodes"),
-    ({"node_selection": "nodes", "nodes": [99999]}, "nodes"),
-    ({"node_selection": "label", "label": "nowhere"}, "label"),
-    ({"node_selection": "everything"}, "node_selection"),
-    ({"guard_max_error_rate": 2}, "guard_max_error_rate"),
-    ({"canary_count": -1}, "canary_count"),
-    ({"convergence_timeout_s": 0}, "convergence_timeout_s"),
-])
-def test_bad_input_gets_400_naming_the_field(api: Any, operator: Any, setup: dict[str, Any],
-                                             payload: dict[str, Any], field: str) -> None:
-    data = {"tier_config": setup["v2"].pk, **payload} if payload and "tier_config" not in payload else payload
+@pytest.mark.parametrize(
+    ("payload", "field"),
+    [
+        ({}, "tier_config"),
+        ({"tier_config": 99999}, "tier_config"),
+        ({"node_selection": "nodes", "nodes": []}, "nodes"),
+        ({"node_selection": "nodes", "nodes": [99999]}, "nodes"),
+        ({"node_selection": "label", "label": "nowhere"}, "label"),
+        ({"node_selection": "everything"}, "node_selection"),
+        ({"guard_max_error_rate": 2}, "guard_max_error_rate"),
+        ({"canary_count": -1}, "canary_count"),
+        ({"convergence_timeout_s": 0}, "convergence_timeout_s"),
+    ],
+)
+def test_bad_input_gets_400_naming_the_field(
+    api: Any, operator: Any, setup: dict[str, Any], payload: dict[str, Any], field: str
+) -> None:
+    data = (
+        {"tier_config": setup["v2"].pk, **payload}
+        if payload and "tier_config" not in payload
+        else payload
+    )
     response = api(operator).post("/api/v1/rollouts/", data, format="json")
     assert response.status_code == 400
     assert field in response.json(), response.json()
 
 
-def test_a_node_in_an_unfinished_rollout_cannot_join_another(api: Any, operator: Any, setup: dict[str, Any]) -> None:
+def test_a_node_in_an_unfinished_rollout_cannot_join_another(
+    api: Any, operator: Any, setup: dict[str, Any]
+) -> None:
     client = api(operator)
-    assert client.post("/api/v1/rollouts/", {"tier_config": setup["v2"].pk}, format="json").status_code == 201
+    assert (
+        client.post("/api/v1/rollouts/", {"tier_config": setup["v2"].pk}, format="json").status_code
+        == 201
+    )
     response = client.post("/api/v1/rollouts/", {"tier_config": setup["v1"].pk}, format="json")
     assert response.status_code == 400 and "unfinished" in response.json()["nodes"][0]
 
 
-def test_a_viewer_cannot_start_abort_or_roll_back(api: Any, viewer: Any, operator: Any,
-                                                  setup: dict[str, Any]) -> None:
-    assert api(viewer).post("/api/v1/rollouts/", {"tier_config": setup["v2"].pk}, format="json").status_code == 403
-    rid = api(operator).post("/api/v1/rollouts/", {"tier_config": setup["v2"].pk}, format="json").json()["id"]
+def test_a_viewer_cannot_start_abort_or_roll_back(
+    api: Any, viewer: Any, operator: Any, setup: dict[str, Any]
+) -> None:
+    assert (
+        api(viewer)
+        .post("/api/v1/rollouts/", {"tier_config": setup["v2"].pk}, format="json")
+        .status_code
+        == 403
+    )
+    rid = (
+        api(operator)
+        .post("/api/v1/rollouts/", {"tier_config": setup["v2"].pk}, format="json")
+        .json()["id"]
+    )
     assert api(viewer).post(f"/api/v1/rollouts/{rid}/abort/").status_code == 403
     assert api(viewer).post(f"/api/v1/rollouts/{rid}/rollback/").status_code == 403
 
 
-def test_abort_before_any_node_was_touched_ends_aborted(api: Any, operator: Any, setup: dict[str, Any]) -> None:
-    from console.tuning.models_rollouts import Rollout
+def test_abort_before_any_node_was_touched_ends_aborted(
+    api: Any, operator: Any, setup: dict[str, Any]
+) -> None:
     from console.tuning.rollouts.executor import Executor
+    from console.tuning.rollouts.models import Rollout
 
     client = api(operator)
-    rid = client.post("/api/v1/rollouts/", {"tier_config": setup["v2"].pk}, format="json").json()["id"]
+    rid = client.post("/api/v1/rollouts/", {"tier_config": setup["v2"].pk}, format="json").json()[
+        "id"
+    ]
     assert client.post(f"/api/v1/rollouts/{rid}/rollback/").json() == {
-        "state": [f"Rollout #{rid} is still pending: abort it instead"]}
+        "state": [f"Rollout #{rid} is still pending: abort it instead"]
+    }
     executor = Executor(rid, sleep=lambda s: None)
     assert executor.claim()  # a worker holds it: abort only asks
     body = client.post(f"/api/v1/rollouts/{rid}/abort/").json()
@@ -99,12 +140,16 @@ def test_abort_before_any_node_was_touched_ends_aborted(api: Any, operator: Any,
     assert "already" in client.post(f"/api/v1/rollouts/{rid}/rollback/").json()["state"][0]
 
 
-def test_a_rollback_itself_cannot_be_rolled_back(api: Any, operator: Any, setup: dict[str, Any]) -> None:
-    from console.tuning.models_rollouts import Rollout
+def test_a_rollback_itself_cannot_be_rolled_back(
+    api: Any, operator: Any, setup: dict[str, Any]
+) -> None:
     from console.tuning.rollouts.choices import RolloutKind, RolloutState
+    from console.tuning.rollouts.models import Rollout
 
     client = api(operator)
-    rid = client.post("/api/v1/rollouts/", {"tier_config": setup["v2"].pk}, format="json").json()["id"]
+    rid = client.post("/api/v1/rollouts/", {"tier_config": setup["v2"].pk}, format="json").json()[
+        "id"
+    ]
     Rollout.objects.filter(pk=rid).update(kind=RolloutKind.ROLLBACK, state=RolloutState.SUCCEEDED)
     rollback = Rollout.objects.get(pk=rid)
     assert not rollback.can_roll_back
@@ -132,9 +177,9 @@ def test_the_lease_is_renewed_only_once_half_of_it_has_run_out(setup: dict[str, 
 
     from django.utils import timezone
 
-    from console.tuning.models_rollouts import Rollout
     from console.tuning.rollouts import services
     from console.tuning.rollouts.executor import Executor, lease_s
+    from console.tuning.rollouts.models import Rollout
 
     rollout = services.create_rollout(tier_config=setup["v2"], start=False)
     clock = [timezone.now()]
@@ -143,13 +188,16 @@ def test_the_lease_is_renewed_only_once_half_of_it_has_run_out(setup: dict[str, 
     assert executor._holds(Rollout.objects.get(pk=rollout.pk))  # fresh: no write this poll
     clock[0] += timedelta(seconds=lease_s() * 0.6)
     assert not executor._holds(Rollout.objects.get(pk=rollout.pk))  # time to renew
-    assert not Executor(rollout.pk, owner="two", now=lambda: clock[0])._holds(Rollout.objects.get(pk=rollout.pk))
+    assert not Executor(rollout.pk, owner="two", now=lambda: clock[0])._holds(
+        Rollout.objects.get(pk=rollout.pk)
+    )
 
 
-def test_roll_back_to_the_previous_version_from_the_version_page(client: Any, operator: Any,
-                                                                 setup: dict[str, Any]) -> None:
+def test_roll_back_to_the_previous_version_from_the_version_page(
+    client: Any, operator: Any, setup: dict[str, Any]
+) -> None:
     from console.fleet.services import set_desired
-    from console.tuning.models_rollouts import Rollout
+    from console.tuning.rollouts.models import Rollout
 
     set_desired(setup["nodes"], tier_config=setup["v2"])
     client.force_login(operator)
@@ -165,23 +213,36 @@ def test_roll_back_to_the_previous_version_from_the_version_page(client: Any, op
     assert Rollout.objects.count() == 1
 
 
-def test_pages_list_form_detail_and_live_fragment(client: Any, operator: Any, setup: dict[str, Any]) -> None:
-    from console.tuning.models_rollouts import Rollout
+def test_pages_list_form_detail_and_live_fragment(
+    client: Any, operator: Any, setup: dict[str, Any]
+) -> None:
+    from console.tuning.rollouts.models import Rollout
 
     client.force_login(operator)
     assert "No rollouts yet" in client.get("/tuning/rollouts/").content.decode()
     form = client.get("/tuning/rollouts/new/").content.decode()
     # The newest version not every node desires yet is preselected (the demo's v2).
     assert f'<option value="{setup["v2"].pk}" selected>' in form
-    response = client.post("/tuning/rollouts/new/", {
-        "tier_config": setup["v2"].pk, "node_selection": "all", "canary_count": 1, "wave_size": 0,
-        "convergence_timeout_s": 30, "guard_window_s": 30, "guard_tier": "online", "message": "",
-    })
+    response = client.post(
+        "/tuning/rollouts/new/",
+        {
+            "tier_config": setup["v2"].pk,
+            "node_selection": "all",
+            "canary_count": 1,
+            "wave_size": 0,
+            "convergence_timeout_s": 30,
+            "guard_window_s": 30,
+            "guard_tier": "online",
+            "message": "",
+        },
+    )
     rollout = Rollout.objects.get()
     assert response.status_code == 302 and response["Location"] == f"/tuning/rollouts/{rollout.pk}/"
     detail = client.get(response["Location"]).content.decode()
     assert f'data-live-url="/tuning/rollouts/{rollout.pk}/live/"' in detail
-    assert 'data-path="scheduler.queues.online.max_waiting_time_ms"' in detail  # the diff being applied
+    assert (
+        'data-path="scheduler.queues.online.max_waiting_time_ms"' in detail
+    )  # the diff being applied
     assert 'id="abort"' in detail
     live = client.get(f"/tuning/rollouts/{rollout.pk}/live/").content.decode()
     assert 'data-node="gpu-a"' in live and "data-live-done" not in live
@@ -192,7 +253,11 @@ def test_the_openapi_schema_has_the_rollout_routes_and_no_warnings(db: None) -> 
     out = io.StringIO()
     call_command("spectacular", "--validate", "--fail-on-warn", stdout=out)
     schema = out.getvalue()
-    for route in ("/api/v1/rollouts/:", "/api/v1/rollouts/{id}/abort/:", "/api/v1/rollouts/{id}/rollback/:"):
+    for route in (
+        "/api/v1/rollouts/:",
+        "/api/v1/rollouts/{id}/abort/:",
+        "/api/v1/rollouts/{id}/rollback/:",
+    ):
         assert route in schema
 
 
@@ -200,16 +265,22 @@ def _beat(applied_tier: int | None, refused: int | None = None) -> Any:
     from console.fleet.schemas import HeartbeatIn
 
     body: dict[str, Any] = {
-        "agent_version": "t", "mode": "attached", "listen_url": "", "keys_version": "",
+        "agent_version": "t",
+        "mode": "attached",
+        "listen_url": "",
+        "keys_version": "",
         "applied": {"tier_config": applied_tier, "launch_profile": None},
-        "health": {"gateway": "ok", "engine": "ok", "detail": ""}, "samples": [],
+        "health": {"gateway": "ok", "engine": "ok", "detail": ""},
+        "samples": [],
     }
     if refused is not None:
         body["apply_errors"] = {"tier_config": {"version": refused, "error": "no"}}
     return HeartbeatIn.model_validate(body)
 
 
-def test_a_beat_carrying_a_new_tier_config_asks_for_a_quick_follow_up(setup: dict[str, Any]) -> None:
+def test_a_beat_carrying_a_new_tier_config_asks_for_a_quick_follow_up(
+    setup: dict[str, Any],
+) -> None:
     from console.fleet.heartbeat import (
         FOLLOW_UP_INTERVAL_S,
         heartbeat_interval_s,
@@ -220,17 +291,30 @@ def test_a_beat_carrying_a_new_tier_config_asks_for_a_quick_follow_up(setup: dic
 
     token = rotate_node_token(setup["nodes"][0], None)
     v1 = setup["v1"].pk
-    assert process(node_for_token(token), _beat(None))["heartbeat_interval_s"] == FOLLOW_UP_INTERVAL_S
-    assert process(node_for_token(token), _beat(v1))["heartbeat_interval_s"] == heartbeat_interval_s()
+    assert (
+        process(node_for_token(token), _beat(None))["heartbeat_interval_s"] == FOLLOW_UP_INTERVAL_S
+    )
+    assert (
+        process(node_for_token(token), _beat(v1))["heartbeat_interval_s"] == heartbeat_interval_s()
+    )
     # An agent that refuses the version is not hurried: that would change nothing.
-    assert process(node_for_token(token), _beat(None, refused=v1))["heartbeat_interval_s"] == heartbeat_interval_s()
+    assert (
+        process(node_for_token(token), _beat(None, refused=v1))["heartbeat_interval_s"]
+        == heartbeat_interval_s()
+    )
 
 
-def test_aborting_a_pending_rollout_no_worker_holds_ends_it_at_once(api: Any, operator: Any,
-                                                                    setup: dict[str, Any]) -> None:
+def test_aborting_a_pending_rollout_no_worker_holds_ends_it_at_once(
+    api: Any, operator: Any, setup: dict[str, Any]
+) -> None:
     client = api(operator)
-    rid = client.post("/api/v1/rollouts/", {"tier_config": setup["v2"].pk}, format="json").json()["id"]
+    rid = client.post("/api/v1/rollouts/", {"tier_config": setup["v2"].pk}, format="json").json()[
+        "id"
+    ]
     body = client.post(f"/api/v1/rollouts/{rid}/abort/").json()
     assert body["state"] == "aborted" and body["reason"] == "aborted before it started"
     # Its nodes are free again.
-    assert client.post("/api/v1/rollouts/", {"tier_config": setup["v2"].pk}, format="json").status_code == 201
+    assert (
+        client.post("/api/v1/rollouts/", {"tier_config": setup["v2"].pk}, format="json").status_code
+        == 201
+    )

@@ -22,7 +22,11 @@ def inline_worker(transactional_db: None) -> Iterator[InlineWorker]:
 
 
 def test_roll_out_watch_converge_roll_back_confirm_watch_return(
-    fleet: Any, versions: Any, operator: Any, browser_page: Any, inline_worker: InlineWorker,
+    fleet: Any,
+    versions: Any,
+    operator: Any,
+    browser_page: Any,
+    inline_worker: InlineWorker,
 ) -> None:
     from django.db import connections
 

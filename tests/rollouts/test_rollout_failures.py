@@ -8,7 +8,9 @@ from typing import Any
 from tests.rollouts.rollout_helpers import run_rollout, timeline
 
 
-def test_a_canary_that_reports_an_apply_error_stops_and_rolls_back(fleet: Any, versions: Any) -> None:
+def test_a_canary_that_reports_an_apply_error_stops_and_rolls_back(
+    fleet: Any, versions: Any
+) -> None:
     from console.tuning.models import TierConfigVersion
     from console.tuning.rollouts import services
 
@@ -17,11 +19,16 @@ def test_a_canary_that_reports_an_apply_error_stops_and_rolls_back(fleet: Any, v
     # Stored past the console's validation, as a version made under another schema would be:
     # the agent's own parser refuses it.
     refused = TierConfigVersion.objects.create(
-        name="tiers", version=3, message="refused by agents",
+        name="tiers",
+        version=3,
+        message="refused by agents",
         config={"scheduler": {"queues": {"online": {"priority": "first"}}}},
     )
-    rollout = run_rollout(services.create_rollout(tier_config=refused, canary_count=1,
-                                                  convergence_timeout_s=15, start=False))
+    rollout = run_rollout(
+        services.create_rollout(
+            tier_config=refused, canary_count=1, convergence_timeout_s=15, start=False
+        )
+    )
     assert rollout.state == "rolled_back", timeline(rollout)
     parts = {p.node_id: p for p in rollout.nodes.all()}
     assert parts[canary.pk].state == "rolled_back"
@@ -34,7 +41,9 @@ def test_a_canary_that_reports_an_apply_error_stops_and_rolls_back(fleet: Any, v
     assert canary_agent.applied() == v1.pk and other_agent.applied() == v1.pk
 
 
-def test_an_agent_killed_mid_rollout_times_out_and_the_others_roll_back(fleet: Any, versions: Any) -> None:
+def test_an_agent_killed_mid_rollout_times_out_and_the_others_roll_back(
+    fleet: Any, versions: Any
+) -> None:
     from console.fleet.models import Node
     from console.tuning.rollouts import services
 
@@ -42,8 +51,11 @@ def test_an_agent_killed_mid_rollout_times_out_and_the_others_roll_back(fleet: A
     nodes = fleet(2)
     (dead, dead_agent) = nodes[1]
     dead_agent.kill()  # in the second wave: the canary goes through first
-    rollout = run_rollout(services.create_rollout(tier_config=v2, canary_count=1, convergence_timeout_s=2,
-                                                  start=False))
+    rollout = run_rollout(
+        services.create_rollout(
+            tier_config=v2, canary_count=1, convergence_timeout_s=2, start=False
+        )
+    )
     assert rollout.state == "rolled_back", timeline(rollout)
     assert dead.name in rollout.reason and "timed out" in rollout.reason
     assert set(rollout.nodes.values_list("state", flat=True)) == {"rolled_back"}

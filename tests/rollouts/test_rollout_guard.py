@@ -7,9 +7,18 @@ from typing import Any
 from console.tuning.rollouts.guard import evaluate, summarise
 
 
-def tiers(finished: int, p99: float | None, errors: int = 0, rejected: int = 0, tier: str = "online") -> dict[str, Any]:
-    return {tier: {"finished": finished, "errors": errors, "rejected": rejected, "ttft_p50_s": p99,
-                   "ttft_p99_s": p99}}
+def tiers(
+    finished: int, p99: float | None, errors: int = 0, rejected: int = 0, tier: str = "online"
+) -> dict[str, Any]:
+    return {
+        tier: {
+            "finished": finished,
+            "errors": errors,
+            "rejected": rejected,
+            "ttft_p50_s": p99,
+            "ttft_p99_s": p99,
+        }
+    }
 
 
 def test_p99_is_weighted_by_requests_finished_per_second() -> None:
@@ -42,13 +51,19 @@ def test_tiny_absolute_changes_are_noise() -> None:
 
 def test_errors_and_rejections_count_against_the_error_rate() -> None:
     before = summarise([tiers(10, 0.1)], "online")
-    after = summarise([tiers(10, 0.1, errors=1), tiers(0, None, rejected=2, tier="batch")], "online")
+    after = summarise(
+        [tiers(10, 0.1, errors=1), tiers(0, None, rejected=2, tier="batch")], "online"
+    )
     assert after.error_rate == 3 / 12
     result = evaluate(before, after, max_ttft_p99_regression_pct=None, max_error_rate=0.1)
     assert not result.ok and "error rate 25.0 %" in result.message
 
 
 def test_no_baseline_traffic_skips_the_ttft_check_and_says_so() -> None:
-    result = evaluate(summarise([], "online"), summarise([tiers(20, 0.5)], "online"),
-                      max_ttft_p99_regression_pct=10, max_error_rate=None)
+    result = evaluate(
+        summarise([], "online"),
+        summarise([tiers(20, 0.5)], "online"),
+        max_ttft_p99_regression_pct=10,
+        max_error_rate=None,
+    )
     assert result.ok and "skipped" in result.message

@@ -22,17 +22,25 @@ from tests.waiting import wait_for
 def _key() -> str:
     from console.fleet.services import create_gateway_key
 
-    _, plaintext = create_gateway_key("load", ["online", "batch", "offline"], "online", None, check=False)
+    _, plaintext = create_gateway_key(
+        "load", ["online", "batch", "offline"], "online", None, check=False
+    )
     return plaintext
 
 
 def _wait_key(agent: Any, key: str) -> None:
     with httpx.Client(timeout=10) as client:
-        wait_for(lambda: stream_completion(client, agent.url, key, 1)[0] == 200, timeout=10, poll=0.1,
-                 what="the agent to receive the gateway key")
+        wait_for(
+            lambda: stream_completion(client, agent.url, key, 1)[0] == 200,
+            timeout=10,
+            poll=0.1,
+            what="the agent to receive the gateway key",
+        )
 
 
-def test_a_config_that_starves_online_traffic_is_rolled_back_by_the_slo_guard(fleet: Any, versions: Any) -> None:
+def test_a_config_that_starves_online_traffic_is_rolled_back_by_the_slo_guard(
+    fleet: Any, versions: Any
+) -> None:
     from console.tuning.rollouts import services
     from console.tuning.services import create_tier_config
 
@@ -43,13 +51,21 @@ def test_a_config_that_starves_online_traffic_is_rolled_back_by_the_slo_guard(fl
         _wait_key(agent, key)
     # Online requests wait 800 ms for a batch of 64 that never fills: TTFT P99 goes from a few
     # milliseconds to most of a second.
-    starving = create_tier_config(name="tiers", config=tier_config(online_wait_ms=800, online_batch=64),
-                                  message="starves online")
+    starving = create_tier_config(
+        name="tiers",
+        config=tier_config(online_wait_ms=800, online_batch=64),
+        message="starves online",
+    )
     with Load([agent.url for _, agent in nodes], key, workers_per_url=6) as load:
         time.sleep(2.0)  # the baseline: the window before the change
         rollout = services.create_rollout(
-            tier_config=starving, canary_count=1, convergence_timeout_s=15,
-            guard_max_ttft_p99_regression_pct=100, guard_max_error_rate=0.05, guard_window_s=2.0, start=False,
+            tier_config=starving,
+            canary_count=1,
+            convergence_timeout_s=15,
+            guard_max_ttft_p99_regression_pct=100,
+            guard_max_error_rate=0.05,
+            guard_window_s=2.0,
+            start=False,
         )
         rollout = run_rollout(rollout)
     assert not load.failed, load.failed[:3]
@@ -78,8 +94,11 @@ def test_requests_in_flight_survive_a_hot_reconfigure(fleet: Any, versions: Any)
 
         futures = [pool.submit(timed) for _ in range(8)]
         time.sleep(0.1)  # the streams are under way
-        rollout = run_rollout(services.create_rollout(tier_config=v2, canary_count=0, convergence_timeout_s=10,
-                                                      start=False))
+        rollout = run_rollout(
+            services.create_rollout(
+                tier_config=v2, canary_count=0, convergence_timeout_s=10, start=False
+            )
+        )
         assert rollout.state == "succeeded", timeline(rollout)
         results = [f.result(timeout=30) for f in futures]
     assert agent.applied() == v2.pk

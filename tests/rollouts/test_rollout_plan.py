@@ -20,29 +20,48 @@ T0 = datetime(2026, 1, 1, tzinfo=UTC)
 OK = {"gateway": "ok", "engine": "ok", "detail": ""}
 
 
-@pytest.mark.parametrize(("count", "canary", "size", "waves"), [
-    (5, 1, 0, [0, 1, 1, 1, 1]),
-    (5, 1, 2, [0, 1, 1, 2, 2]),
-    (5, 0, 2, [0, 0, 1, 1, 2]),
-    (2, 5, 0, [0, 0]),
-    (1, 0, 0, [0]),
-    (0, 1, 0, []),
-    (100, 1, 0, [0] + [1] * 99),
-])
-def test_waves_put_canaries_first_then_groups_of_wave_size(count: int, canary: int, size: int,
-                                                           waves: list[int]) -> None:
+@pytest.mark.parametrize(
+    ("count", "canary", "size", "waves"),
+    [
+        (5, 1, 0, [0, 1, 1, 1, 1]),
+        (5, 1, 2, [0, 1, 1, 2, 2]),
+        (5, 0, 2, [0, 0, 1, 1, 2]),
+        (2, 5, 0, [0, 0]),
+        (1, 0, 0, [0]),
+        (0, 1, 0, []),
+        (100, 1, 0, [0] + [1] * 99),
+    ],
+)
+def test_waves_put_canaries_first_then_groups_of_wave_size(
+    count: int, canary: int, size: int, waves: list[int]
+) -> None:
     assert assign_waves(count, canary, size) == waves
 
 
-def facts(applied: int | None = 1, *, seen: float = 0.0, errors: dict | None = None, health: dict | None = None,
-          ) -> NodeFacts:
-    return NodeFacts(applied={"tier_config": applied, "launch_profile": None}, apply_errors=errors or {},
-                     health=OK if health is None else health, last_seen_at=T0 + timedelta(seconds=seen))
+def facts(
+    applied: int | None = 1,
+    *,
+    seen: float = 0.0,
+    errors: dict | None = None,
+    health: dict | None = None,
+) -> NodeFacts:
+    return NodeFacts(
+        applied={"tier_config": applied, "launch_profile": None},
+        apply_errors=errors or {},
+        health=OK if health is None else health,
+        last_seen_at=T0 + timedelta(seconds=seen),
+    )
 
 
 def verdict(f: NodeFacts, now_s: float, target: int = 2, timeout: float = 10.0) -> tuple[str, str]:
-    v = progress(f, {"tier_config": target, "launch_profile": None}, now=T0 + timedelta(seconds=now_s),
-                 since=T0, timeout_s=timeout, fresh_s=5.0)
+    v = progress(
+        f,
+        {"tier_config": target, "launch_profile": None},
+        now=T0 + timedelta(seconds=now_s),
+        since=T0,
+        timeout_s=timeout,
+        fresh_s=5.0,
+    )
     return v.state, v.error
 
 
@@ -52,16 +71,23 @@ def test_a_node_waits_until_it_reports_the_target_then_is_healthy() -> None:
 
 
 def test_applied_but_engine_not_ok_is_applied_not_healthy() -> None:
-    assert verdict(facts(2, seen=2, health={"gateway": "ok", "engine": "starting"}), 2.1)[0] == APPLIED
+    assert (
+        verdict(facts(2, seen=2, health={"gateway": "ok", "engine": "starting"}), 2.1)[0] == APPLIED
+    )
 
 
 def test_an_apply_error_for_the_target_fails_at_once_with_the_agents_text() -> None:
-    state, error = verdict(facts(1, seen=1, errors={"tier_config": {"version": 2, "error": "bad queue"}}), 1.1)
+    state, error = verdict(
+        facts(1, seen=1, errors={"tier_config": {"version": 2, "error": "bad queue"}}), 1.1
+    )
     assert state == FAILED and "bad queue" in error
 
 
 def test_an_apply_error_for_another_version_is_ignored() -> None:
-    assert verdict(facts(1, seen=1, errors={"tier_config": {"version": 7, "error": "old"}}), 1.1)[0] == WAITING
+    assert (
+        verdict(facts(1, seen=1, errors={"tier_config": {"version": 7, "error": "old"}}), 1.1)[0]
+        == WAITING
+    )
 
 
 def test_timeout_names_a_silent_agent() -> None:

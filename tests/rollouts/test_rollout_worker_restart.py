@@ -24,35 +24,69 @@ def start_worker(queue: str, log_path: Path) -> subprocess.Popen[bytes]:
     env = {**os.environ, "DATABASE_URL": test_database_url(), "TIERGATE_ROLLOUT_LEASE_S": "2"}
     with open(log_path, "ab") as log:
         return subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "console", "worker", "--pool", "threads", "--concurrency", "2",
-             "--loglevel", "INFO", "--without-mingle", "--without-gossip", "-Q", queue,
-             "--hostname", f"{queue}-{uuid.uuid4().hex[:6]}@%h"],
-            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "console",
+                "worker",
+                "--pool",
+                "threads",
+                "--concurrency",
+                "2",
+                "--loglevel",
+                "INFO",
+                "--without-mingle",
+                "--without-gossip",
+                "-Q",
+                queue,
+                "--hostname",
+                f"{queue}-{uuid.uuid4().hex[:6]}@%h",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
         )
 
 
-def test_a_worker_killed_mid_rollout_is_resumed_without_applying_twice(fleet: Any, versions: Any,
-                                                                       tmp_path: Path) -> None:
+def test_a_worker_killed_mid_rollout_is_resumed_without_applying_twice(
+    fleet: Any, versions: Any, tmp_path: Path
+) -> None:
     from console.audit.models import AuditEvent
-    from console.tuning.models_rollouts import Rollout
     from console.tuning.rollouts import services
+    from console.tuning.rollouts.models import Rollout
     from console.tuning.rollouts.tasks import orphaned_rollouts, run_rollout
 
     _, v2 = versions
     nodes = fleet(2)
     # The guard's window (no traffic: it only notes that) holds the rollout after the canary.
-    rollout = services.create_rollout(tier_config=v2, canary_count=1, convergence_timeout_s=15,
-                                      guard_max_error_rate=0.5, guard_window_s=1.5, start=False)
+    rollout = services.create_rollout(
+        tier_config=v2,
+        canary_count=1,
+        convergence_timeout_s=15,
+        guard_max_error_rate=0.5,
+        guard_window_s=1.5,
+        start=False,
+    )
     queue = f"rollouts-test-{uuid.uuid4().hex[:8]}"  # its own queue: no other worker takes it
     first = start_worker(queue, tmp_path / "worker.log")
     try:
         run_rollout.apply_async((rollout.pk,), queue=queue)
-        wait_for(lambda: Rollout.objects.get(pk=rollout.pk).guard_since is not None, timeout=30,
-                 what="the canary wave to be applied, under the first worker")
+        wait_for(
+            lambda: Rollout.objects.get(pk=rollout.pk).guard_since is not None,
+            timeout=30,
+            what="the canary wave to be applied, under the first worker",
+        )
         assert str(first.pid) in Rollout.objects.get(pk=rollout.pk).lease_owner
         first.send_signal(signal.SIGKILL)
         first.wait()
-        wait_for(lambda: rollout.pk in orphaned_rollouts(), timeout=10, what="the dead worker's lease to expire")
+        wait_for(
+            lambda: rollout.pk in orphaned_rollouts(),
+            timeout=10,
+            what="the dead worker's lease to expire",
+        )
         resumed = ExecutorThread(rollout.pk)
         resumed.start()
         assert resumed.finish() == "succeeded"
@@ -64,8 +98,11 @@ def test_a_worker_killed_mid_rollout_is_resumed_without_applying_twice(fleet: An
     assert rollout.state == "succeeded", timeline(rollout)
     assert str(first.pid) not in rollout.lease_owner
     for node, agent in nodes:
-        sets = AuditEvent.objects.filter(object_type="fleet.node", object_id=str(node.pk),
-                                         message=f"desired versions set: {rollout}")
+        sets = AuditEvent.objects.filter(
+            object_type="fleet.node",
+            object_id=str(node.pk),
+            message=f"desired versions set: {rollout}",
+        )
         assert sets.count() == 1, list(sets.values_list("message", flat=True))
         assert agent.applied() == v2.pk
     assert timeline(rollout).count("started") == 1

@@ -1,5 +1,3 @@
-
-
 def test_nearest_rank_is_ceil_q_n_without_float_slop() -> None:
     from fractions import Fraction
     from math import ceil

@@ -10,9 +10,9 @@ import threading
 import time
 import urllib.request
 
-from console.bench.loadgen import WorkloadSpec, run_workload
 from gpu_agent.sim.testing import run_sim_process
 from gpu_agent.sim.wire import StampedListener
+from loadgen import WorkloadSpec, run_workload
 
 
 async def test_the_listener_stamps_arrival_even_while_the_loop_is_busy() -> None:

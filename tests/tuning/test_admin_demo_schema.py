@@ -16,7 +16,9 @@ from console.tuning.demo import seed
 from console.tuning.models import LaunchProfileVersion, TierConfigVersion
 
 
-def test_the_admin_lists_versions_but_cannot_add_change_or_delete(admin_user: Any, seed_tiers: dict[str, Any]) -> None:
+def test_the_admin_lists_versions_but_cannot_add_change_or_delete(
+    admin_user: Any, seed_tiers: dict[str, Any]
+) -> None:
     admin_user.is_staff = admin_user.is_superuser = True
     admin_user.save()
     obj = services.create_tier_config(name="default", config=seed_tiers, user=admin_user)
@@ -38,7 +40,9 @@ def test_a_saved_version_cannot_be_saved_again(operator: Any, seed_tiers: dict[s
         obj.save()
 
 
-def test_the_demo_seeder_is_registered_and_idempotent(admin_user: Any, seed_tiers: dict[str, Any]) -> None:
+def test_the_demo_seeder_is_registered_and_idempotent(
+    admin_user: Any, seed_tiers: dict[str, Any]
+) -> None:
     assert DEMO_SEEDERS[0] == "console.tuning.demo.seed"
     ctx = SimpleNamespace(admin=admin_user)
     notes = seed(ctx)
@@ -49,8 +53,12 @@ def test_the_demo_seeder_is_registered_and_idempotent(admin_user: Any, seed_tier
     assert v2.config["scheduler"]["adaptive"]["online_pressure_threshold"] == 5
     assert v2.message and v2.author == admin_user
     profile = LaunchProfileVersion.objects.get(name="demo-8b")
-    assert (profile.version, profile.args["max_num_seqs"], profile.args["scheduling_policy"],
-            profile.args["enable_prefix_caching"]) == (1, 64, "priority", True)
+    assert (
+        profile.version,
+        profile.args["max_num_seqs"],
+        profile.args["scheduling_policy"],
+        profile.args["enable_prefix_caching"],
+    ) == (1, 64, "priority", True)
     assert seed(ctx) == []
     assert TierConfigVersion.objects.count() == 2 and LaunchProfileVersion.objects.count() == 1
 

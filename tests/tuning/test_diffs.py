@@ -16,21 +16,26 @@ def test_a_tier_config_diff_names_each_changed_leaf(seed_tiers: dict[str, Any]) 
     rows = tier_config_diff(seed_tiers, new)
     by_path = {r.path: r for r in rows}
     assert by_path["scheduler.queues.online.max_waiting_time_ms"] == DiffRow(
-        "scheduler.queues.online.max_waiting_time_ms", 10, 5, "changed")
+        "scheduler.queues.online.max_waiting_time_ms", 10, 5, "changed"
+    )
     assert by_path["scheduler.adaptive.online_pressure_threshold"].kind == "changed"
     assert by_path["scheduler.queues.offline"].kind == "removed"
     assert by_path["scheduler.queues.offline"].old["priority"] == 3
     assert len(rows) == 3
 
 
-def test_writing_a_default_explicitly_is_not_a_tier_config_change(seed_tiers: dict[str, Any]) -> None:
+def test_writing_a_default_explicitly_is_not_a_tier_config_change(
+    seed_tiers: dict[str, Any],
+) -> None:
     new = copy.deepcopy(seed_tiers)
     new["scheduler"]["adaptive"]["tier"] = "online"  # the default
     new["scheduler"]["queues"]["online"]["max_waiting_time_ms"] = 10.0
     assert tier_config_diff(seed_tiers, new) == []
 
 
-def test_a_config_that_no_longer_parses_is_still_compared_as_json(seed_tiers: dict[str, Any]) -> None:
+def test_a_config_that_no_longer_parses_is_still_compared_as_json(
+    seed_tiers: dict[str, Any],
+) -> None:
     old = {"scheduler": {"queues": {}, "legacy": 1}}
     rows = tier_config_diff(old, seed_tiers)
     assert {r.path for r in rows} >= {"scheduler.legacy", "scheduler.queues.online"}
@@ -38,7 +43,12 @@ def test_a_config_that_no_longer_parses_is_still_compared_as_json(seed_tiers: di
 
 def test_launch_args_diff_shows_added_removed_and_changed() -> None:
     rows = launch_args_diff(
-        {"model": "m", "max_num_seqs": 32, "enable_prefix_caching": True, "extra_args": ["--seed", "1"]},
+        {
+            "model": "m",
+            "max_num_seqs": 32,
+            "enable_prefix_caching": True,
+            "extra_args": ["--seed", "1"],
+        },
         {"model": "m", "max_num_seqs": 64, "port": 8001, "extra_args": ["--seed", "2"]},
     )
     assert [(r.path, r.old, r.new, r.kind) for r in rows] == [

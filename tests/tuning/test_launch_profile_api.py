@@ -24,7 +24,9 @@ def test_anonymous_gets_401(api: Any, profile_args: dict[str, Any]) -> None:
     assert api(None).post(URL, body(profile_args), format="json").status_code == 401
 
 
-def test_a_viewer_reads_but_cannot_create(api: Any, viewer: Any, operator: Any, profile_args: dict[str, Any]) -> None:
+def test_a_viewer_reads_but_cannot_create(
+    api: Any, viewer: Any, operator: Any, profile_args: dict[str, Any]
+) -> None:
     created = api(operator).post(URL, body(profile_args), format="json").json()
     assert api(viewer).get(f"{URL}{created['id']}/").json()["args"] == profile_args
     assert api(viewer).post(URL, body(profile_args), format="json").status_code == 403
@@ -32,7 +34,9 @@ def test_a_viewer_reads_but_cannot_create(api: Any, viewer: Any, operator: Any, 
 
 
 @pytest.mark.parametrize("who", ["operator", "admin_user"])
-def test_operators_and_admins_create_with_the_rendered_command(api: Any, request: Any, who: str, profile_args: dict[str, Any]) -> None:
+def test_operators_and_admins_create_with_the_rendered_command(
+    api: Any, request: Any, who: str, profile_args: dict[str, Any]
+) -> None:
     user = request.getfixturevalue(who)
     response = api(user).post(URL, body(profile_args), format="json")
     assert response.status_code == 201, response.content
@@ -50,7 +54,9 @@ def test_operators_and_admins_create_with_the_rendered_command(api: Any, request
 
 
 def test_the_command_is_read_only(api: Any, operator: Any, profile_args: dict[str, Any]) -> None:
-    data = api(operator).post(URL, {**body(profile_args), "command": "rm -rf /"}, format="json").json()
+    data = (
+        api(operator).post(URL, {**body(profile_args), "command": "rm -rf /"}, format="json").json()
+    )
     assert data["command"].startswith("vllm serve ")
 
 
@@ -60,23 +66,41 @@ def test_null_arguments_are_dropped_not_stored(api: Any, operator: Any) -> None:
 
 
 @pytest.mark.parametrize("method", ["put", "patch", "delete"])
-def test_versions_are_immutable_405(api: Any, operator: Any, method: str, profile_args: dict[str, Any]) -> None:
+def test_versions_are_immutable_405(
+    api: Any, operator: Any, method: str, profile_args: dict[str, Any]
+) -> None:
     obj = api(operator).post(URL, body(profile_args), format="json").json()
-    response = getattr(api(operator), method)(f"{URL}{obj['id']}/", body({"model": "x"}), format="json")
+    response = getattr(api(operator), method)(
+        f"{URL}{obj['id']}/", body({"model": "x"}), format="json"
+    )
     assert response.status_code == 405
     assert LaunchProfileVersion.objects.get().args == profile_args
 
 
-@pytest.mark.parametrize(("args", "words"), [
-    ({"max_model_len": 32768}, "max_num_batched_tokens: (16384) is smaller than max_model_len (32768)"),
-    ({"max_num_seqs": 20000, "enable_chunked_prefill": True}, "max_num_batched_tokens: (16384) must be greater than or equal to max_num_seqs"),
-    ({"extra_args": ["--scheduler-policy", "priority"]}, "extra_args.0: --scheduler-policy is not a vLLM flag; use --scheduling-policy"),
-    ({"extra_args": ["--disable-log-requests"]}, "--enable-log-requests"),
-    ({"gpu_memory_utilization": 1.2}, "gpu_memory_utilization: must be in (0, 1]"),
-    ({"block_size": 12}, "block_size:"),
-    ({"model": ""}, "model:"),
-])
-def test_vllm_rules_give_400_naming_the_field(api: Any, operator: Any, profile_args: dict[str, Any], args: dict[str, Any], words: str) -> None:
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (
+            {"max_model_len": 32768},
+            "max_num_batched_tokens: (16384) is smaller than max_model_len (32768)",
+        ),
+        (
+            {"max_num_seqs": 20000, "enable_chunked_prefill": True},
+            "max_num_batched_tokens: (16384) must be greater than or equal to max_num_seqs",
+        ),
+        (
+            {"extra_args": ["--scheduler-policy", "priority"]},
+            "extra_args.0: --scheduler-policy is not a vLLM flag; use --scheduling-policy",
+        ),
+        ({"extra_args": ["--disable-log-requests"]}, "--enable-log-requests"),
+        ({"gpu_memory_utilization": 1.2}, "gpu_memory_utilization: must be in (0, 1]"),
+        ({"block_size": 12}, "block_size:"),
+        ({"model": ""}, "model:"),
+    ],
+)
+def test_vllm_rules_give_400_naming_the_field(
+    api: Any, operator: Any, profile_args: dict[str, Any], args: dict[str, Any], words: str
+) -> None:
     response = api(operator).post(URL, body({**profile_args, **args}), format="json")
     assert response.status_code == 400
     assert any(words in e for e in response.json()["args"]), response.json()
@@ -84,19 +108,28 @@ def test_vllm_rules_give_400_naming_the_field(api: Any, operator: Any, profile_a
     assert not AuditEvent.objects.exists()
 
 
-def test_creating_writes_an_audit_row_with_the_args(api: Any, admin_user: Any, profile_args: dict[str, Any]) -> None:
+def test_creating_writes_an_audit_row_with_the_args(
+    api: Any, admin_user: Any, profile_args: dict[str, Any]
+) -> None:
     data = api(admin_user).post(URL, body(profile_args), format="json").json()
     event = AuditEvent.objects.get()
     assert (event.action, event.actor, event.object_type, event.object_id) == (
-        "create", admin_user, "tuning.launchprofileversion", str(data["id"]))
+        "create",
+        admin_user,
+        "tuning.launchprofileversion",
+        str(data["id"]),
+    )
     assert event.after["args"] == profile_args
 
 
 def test_diff_between_versions(api: Any, operator: Any, profile_args: dict[str, Any]) -> None:
     client = api(operator)
     client.post(URL, body(profile_args), format="json")
-    v2 = client.post(URL, body({**profile_args, "max_num_seqs": 128, "enable_prefix_caching": None}),
-                     format="json").json()
+    v2 = client.post(
+        URL,
+        body({**profile_args, "max_num_seqs": 128, "enable_prefix_caching": None}),
+        format="json",
+    ).json()
     changes = client.get(f"{URL}{v2['id']}/diff/").json()["changes"]
     assert changes == [
         {"path": "max_num_seqs", "old": 64, "new": 128, "kind": "changed"},
@@ -104,8 +137,14 @@ def test_diff_between_versions(api: Any, operator: Any, profile_args: dict[str, 
     ]
 
 
-def test_kubernetes_yaml_from_the_api(api: Any, operator: Any, viewer: Any, profile_args: dict[str, Any]) -> None:
-    obj = api(operator).post(URL, body({**profile_args, "tensor_parallel_size": 2}), format="json").json()
+def test_kubernetes_yaml_from_the_api(
+    api: Any, operator: Any, viewer: Any, profile_args: dict[str, Any]
+) -> None:
+    obj = (
+        api(operator)
+        .post(URL, body({**profile_args, "tensor_parallel_size": 2}), format="json")
+        .json()
+    )
     response = api(viewer).get(f"{URL}{obj['id']}/kubernetes/")
     assert response.status_code == 200
     assert response["Content-Type"].startswith("application/yaml")
@@ -113,6 +152,11 @@ def test_kubernetes_yaml_from_the_api(api: Any, operator: Any, viewer: Any, prof
     container = docs["Deployment"]["spec"]["template"]["spec"]["containers"][0]
     assert container["command"] + container["args"] == obj["argv"]
     assert container["resources"]["limits"]["nvidia.com/gpu"] == "2"
-    assert docs["HorizontalPodAutoscaler"]["spec"]["behavior"]["scaleDown"]["stabilizationWindowSeconds"] == 300
+    assert (
+        docs["HorizontalPodAutoscaler"]["spec"]["behavior"]["scaleDown"][
+            "stabilizationWindowSeconds"
+        ]
+        == 300
+    )
     assert api(None).get(f"{URL}{obj['id']}/kubernetes/").status_code == 401
     assert api(viewer).get(f"{URL}99999/kubernetes/").status_code == 404

@@ -7,10 +7,10 @@ from rest_framework import serializers
 
 from console.bench import services
 from console.bench.choices import Preset
-from console.bench.loadgen import SpecError, from_seed003_settings
 from console.bench.models import BenchmarkRun, RequestSample
 from console.bench.presets import PRESETS, preset_workload
 from console.fleet.models import Endpoint
+from loadgen import SpecError, from_seed003_settings
 
 _PROGRESS = ["percent", "elapsed_s", "requests_done", "errors", "current_p99_ttft_s"]
 
@@ -32,41 +32,96 @@ class BenchmarkRunSerializer(serializers.ModelSerializer):
     endpoint_name = serializers.CharField(source="endpoint.name", read_only=True)
     created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
     progress = ProgressSerializer(source="*", read_only=True)
-    model = serializers.CharField(max_length=200, required=False, allow_blank=True,
-                                  help_text="Blank: the endpoint's default model.")
+    model = serializers.CharField(
+        max_length=200,
+        required=False,
+        allow_blank=True,
+        help_text="Blank: the endpoint's default model.",
+    )
     preset = serializers.ChoiceField(
-        choices=Preset.choices, required=False, default=Preset.CUSTOM,
-        help_text="smoke / mixed-tiers / step-ladder fill the workload in; custom needs `workload`.",
+        choices=Preset.choices,
+        required=False,
+        default=Preset.CUSTOM,
+        help_text=(
+            "smoke / mixed-tiers / step-ladder fill the workload in; custom needs `workload`."
+        ),
     )
     workload = serializers.JSONField(
-        required=False, help_text="WorkloadSpec fields (concurrency | rate | stages, requests | duration_s, "
-        "prompt_tokens, max_tokens, tier_mix, slo_ttft_ms, ...); base_url and model come from the endpoint.",
+        required=False,
+        help_text="WorkloadSpec fields (concurrency | rate | stages, requests | duration_s, "
+        "prompt_tokens, max_tokens, tier_mix, slo_ttft_ms, ...); "
+        "base_url and model come from the endpoint.",
     )
     tier_profiles = serializers.JSONField(
-        required=False, help_text='Per-tier shapes: {"online": {"weight": 0.7, "prompt_tokens": 128, "max_tokens": 64}}.',
+        required=False,
+        help_text=(
+            'Per-tier shapes: {"online": {"weight": 0.7, "prompt_tokens": 128, "max_tokens": 64}}.'
+        ),
     )
     seed003_settings = serializers.JSONField(
-        write_only=True, required=False, help_text="Seed 003's client settings.json, imported as the workload.",
+        write_only=True,
+        required=False,
+        help_text="Seed 003's client settings.json, imported as the workload.",
     )
     slo = serializers.SerializerMethodField()
 
     class Meta:
         model = BenchmarkRun
         fields = [
-            "id", "url", "display", "label", "notes", "endpoint", "endpoint_name", "model", "preset",
-            "workload", "tier_profiles", "seed003_settings", "slo", "status", "status_reason",
-            "cancel_requested", "progress", "created_by", "created_at", "started_at", "finished_at",
-            "heartbeat_at", "measured_from", "measured_to", "config_snapshot", "summary", "timeseries",
+            "id",
+            "url",
+            "display",
+            "label",
+            "notes",
+            "endpoint",
+            "endpoint_name",
+            "model",
+            "preset",
+            "workload",
+            "tier_profiles",
+            "seed003_settings",
+            "slo",
+            "status",
+            "status_reason",
+            "cancel_requested",
+            "progress",
+            "created_by",
+            "created_at",
+            "started_at",
+            "finished_at",
+            "heartbeat_at",
+            "measured_from",
+            "measured_to",
+            "config_snapshot",
+            "summary",
+            "timeseries",
             "validity",
         ]
         read_only_fields = [
-            "status", "status_reason", "cancel_requested", "created_at", "started_at", "finished_at",
-            "heartbeat_at", "measured_from", "measured_to", "config_snapshot", "summary", "timeseries",
+            "status",
+            "status_reason",
+            "cancel_requested",
+            "created_at",
+            "started_at",
+            "finished_at",
+            "heartbeat_at",
+            "measured_from",
+            "measured_to",
+            "config_snapshot",
+            "summary",
+            "timeseries",
             "validity",
         ]
 
-    @extend_schema_field({"type": "object", "properties": {"ttft_ms": {"type": "number", "nullable": True},
-                                                           "tpot_ms": {"type": "number", "nullable": True}}})
+    @extend_schema_field(
+        {
+            "type": "object",
+            "properties": {
+                "ttft_ms": {"type": "number", "nullable": True},
+                "tpot_ms": {"type": "number", "nullable": True},
+            },
+        }
+    )
     def get_slo(self, obj: BenchmarkRun) -> dict[str, float | None]:
         return obj.slo
 
@@ -74,7 +129,9 @@ class BenchmarkRunSerializer(serializers.ModelSerializer):
         endpoint: Endpoint = attrs["endpoint"]
         model = attrs.get("model") or services.default_model(endpoint)
         if not model:
-            raise serializers.ValidationError({"model": ["required: the endpoint names no default model"]})
+            raise serializers.ValidationError(
+                {"model": ["required: the endpoint names no default model"]}
+            )
         attrs["model"] = model
         preset = attrs.get("preset", Preset.CUSTOM)
         settings = attrs.pop("seed003_settings", None)
@@ -85,17 +142,23 @@ class BenchmarkRunSerializer(serializers.ModelSerializer):
             if not isinstance(settings, dict):
                 raise serializers.ValidationError({"seed003_settings": ["must be an object"]})
             try:
-                workload = from_seed003_settings(settings, base_url=endpoint.base_url, model=model).to_dict()
+                workload = from_seed003_settings(
+                    settings, base_url=endpoint.base_url, model=model
+                ).to_dict()
             except SpecError as exc:
                 raise serializers.ValidationError({"seed003_settings": [str(exc)]}) from None
             attrs["preset"] = Preset.SEED003_SETTINGS
-            workload.update({k: v for k, v in (attrs.get("workload") or {}).items() if k.startswith("slo_")})
+            workload.update(
+                {k: v for k, v in (attrs.get("workload") or {}).items() if k.startswith("slo_")}
+            )
         elif preset in PRESETS:
             base, profiles = preset_workload(preset, endpoint.base_url, model)
             workload = {**base, **(workload or {})}
             attrs.setdefault("tier_profiles", profiles)
         elif workload is None:
-            raise serializers.ValidationError({"workload": ["required unless a preset or seed003_settings is given"]})
+            raise serializers.ValidationError(
+                {"workload": ["required unless a preset or seed003_settings is given"]}
+            )
         attrs["workload"] = workload
         return attrs
 
@@ -103,11 +166,15 @@ class BenchmarkRunSerializer(serializers.ModelSerializer):
         request = self.context.get("request")
         try:
             return services.create_run(
-                endpoint=validated_data["endpoint"], workload=validated_data["workload"],
-                user=getattr(request, "user", None), request=request, model=validated_data["model"],
+                endpoint=validated_data["endpoint"],
+                workload=validated_data["workload"],
+                user=getattr(request, "user", None),
+                request=request,
+                model=validated_data["model"],
                 preset=validated_data.get("preset", Preset.CUSTOM),
                 tier_profiles=validated_data.get("tier_profiles") or None,
-                label=validated_data.get("label", ""), notes=validated_data.get("notes", ""),
+                label=validated_data.get("label", ""),
+                notes=validated_data.get("notes", ""),
             )
         except services.RunError as exc:
             raise serializers.ValidationError({exc.field: [exc.message]}) from None
@@ -119,9 +186,27 @@ class BenchmarkRunSerializer(serializers.ModelSerializer):
 class RequestSampleSerializer(serializers.ModelSerializer):
     class Meta:
         model = RequestSample
-        fields = ["index", "tier", "stage", "warmup", "send_time", "dispatch_lag", "ttft", "tpot", "e2e",
-                  "itl_count", "itl_mean", "itl_p50", "itl_p99", "itl_max", "prompt_tokens",
-                  "output_tokens", "usage_missing", "status", "error"]
+        fields = [
+            "index",
+            "tier",
+            "stage",
+            "warmup",
+            "send_time",
+            "dispatch_lag",
+            "ttft",
+            "tpot",
+            "e2e",
+            "itl_count",
+            "itl_mean",
+            "itl_p50",
+            "itl_p99",
+            "itl_max",
+            "prompt_tokens",
+            "output_tokens",
+            "usage_missing",
+            "status",
+            "error",
+        ]
 
 
 class MetricDeltaSerializer(serializers.Serializer):
@@ -137,7 +222,9 @@ class MetricDeltaSerializer(serializers.Serializer):
 
 class TierComparisonSerializer(serializers.Serializer):
     metrics = MetricDeltaSerializer(many=True)
-    throughput = serializers.DictField(child=serializers.DictField(child=serializers.FloatField(allow_null=True)))
+    throughput = serializers.DictField(
+        child=serializers.DictField(child=serializers.FloatField(allow_null=True))
+    )
 
 
 class ConfigDiffRowSerializer(serializers.Serializer):
@@ -149,6 +236,7 @@ class ConfigDiffRowSerializer(serializers.Serializer):
 class ComparisonSerializer(serializers.Serializer):
     a = serializers.IntegerField(help_text="Id of run A, the 'before'.")
     b = serializers.IntegerField(help_text="Id of run B, the 'after'.")
-    tiers = serializers.DictField(child=TierComparisonSerializer(),
-                                  help_text="Per tier and 'overall': B minus A, seconds.")
+    tiers = serializers.DictField(
+        child=TierComparisonSerializer(), help_text="Per tier and 'overall': B minus A, seconds."
+    )
     config_diff = ConfigDiffRowSerializer(many=True)

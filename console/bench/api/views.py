@@ -39,15 +39,21 @@ class SamplePagination(PageNumberPagination):
 
 
 @extend_schema_view(list=extend_schema(parameters=_FILTERS))
-class BenchmarkRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin,
-                          viewsets.GenericViewSet):
+class BenchmarkRunViewSet(
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.CreateModelMixin,
+    viewsets.GenericViewSet,
+):
     """Benchmark runs: create (operator) queues a Celery task; read progress and summaries."""
 
     serializer_class = BenchmarkRunSerializer
     required_role = OPERATOR
 
     def get_queryset(self) -> QuerySet[Any]:
-        qs = BenchmarkRun.objects.select_related("endpoint", "created_by").order_by("-created_at", "-id")
+        qs = BenchmarkRun.objects.select_related("endpoint", "created_by").order_by(
+            "-created_at", "-id"
+        )
         params = self.request.query_params
         if params.get("status"):
             if params["status"] not in RunStatus.values:
@@ -74,8 +80,12 @@ class BenchmarkRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixi
         return Response(self.get_serializer(run).data, status=status.HTTP_202_ACCEPTED)
 
     @extend_schema(responses=RequestSampleSerializer(many=True))
-    @action(detail=True, methods=["get"], pagination_class=SamplePagination,
-            serializer_class=RequestSampleSerializer)
+    @action(
+        detail=True,
+        methods=["get"],
+        pagination_class=SamplePagination,
+        serializer_class=RequestSampleSerializer,
+    )
     def samples(self, request: Request, pk: str | None = None) -> Response:
         """Per-request samples, in index order, paginated (page_size up to 5000)."""
         run = self.get_object()
@@ -93,7 +103,10 @@ class BenchmarkRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixi
             if not raw.isdigit():
                 raise ValidationError({name: ["required: the id of a run"]})
             ids[name] = int(raw)
-        runs = {r.pk: r for r in BenchmarkRun.objects.select_related("endpoint").filter(pk__in=ids.values())}
+        runs = {
+            r.pk: r
+            for r in BenchmarkRun.objects.select_related("endpoint").filter(pk__in=ids.values())
+        }
         for name, pk in ids.items():
             if pk not in runs:
                 raise ValidationError({name: [f"no run with id {pk}"]})

@@ -15,7 +15,13 @@ def ms(seconds: Any) -> str:
     if seconds is None or seconds == "":
         return "—"
     value = float(seconds) * 1000
-    return f"{value:.0f}" if abs(value) >= 100 else f"{value:.1f}" if abs(value) >= 10 else f"{value:.2f}"
+    return (
+        f"{value:.0f}"
+        if abs(value) >= 100
+        else f"{value:.1f}"
+        if abs(value) >= 10
+        else f"{value:.2f}"
+    )
 
 
 @register.filter

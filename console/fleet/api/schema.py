@@ -1,7 +1,8 @@
 """OpenAPI for the heartbeat's pydantic models (schemas.WireModel).
 
 drf-spectacular's pydantic support passes pydantic's JSON Schema through, which is
-OpenAPI 3.1 flavoured (`{"type": "null"}` in anyOf, `const`, numeric exclusive bounds); our schema is OpenAPI 3.0, so
+OpenAPI 3.1 flavoured (`{"type": "null"}` in anyOf, `const`, numeric exclusive bounds); our schema
+is OpenAPI 3.0, so
 rewrite those into `nullable`, `enum` and boolean exclusive bounds."""
 
 from __future__ import annotations
@@ -44,10 +45,18 @@ class WireModelExtension(PydanticExtension):
     priority = 1
 
     def map_serializer(self, auto_schema: Any, direction: str) -> Any:
-        mode: Literal["validation", "serialization"] = "validation" if direction == "request" else "serialization"
-        schema = model_json_schema(self.target, ref_template="#/components/schemas/{model}", mode=mode)
+        mode: Literal["validation", "serialization"] = (
+            "validation" if direction == "request" else "serialization"
+        )
+        schema = model_json_schema(
+            self.target, ref_template="#/components/schemas/{model}", mode=mode
+        )
         for sub_name, sub_schema in schema.pop("$defs", {}).items():
-            component = ResolvedComponent(name=sub_name, type=ResolvedComponent.SCHEMA, object=sub_name,
-                                          schema=to_oas30(sub_schema))
+            component = ResolvedComponent(
+                name=sub_name,
+                type=ResolvedComponent.SCHEMA,
+                object=sub_name,
+                schema=to_oas30(sub_schema),
+            )
             auto_schema.registry.register_on_missing(component)
         return to_oas30(schema)

@@ -47,25 +47,46 @@ class EndpointSerializer(_AuditContext, serializers.ModelSerializer):
     url = serializers.HyperlinkedIdentityField(view_name="endpoint-detail")
     display = serializers.CharField(source="__str__", read_only=True)
     api_key = serializers.CharField(
-        write_only=True, required=False, allow_blank=True, trim_whitespace=False, max_length=4000,
+        write_only=True,
+        required=False,
+        allow_blank=True,
+        trim_whitespace=False,
+        max_length=4000,
         style={"input_type": "password"},
         help_text="Write-only. Omit or leave empty on update to keep the stored key.",
     )
     api_key_masked = serializers.CharField(read_only=True)
-    models = serializers.ListField(child=serializers.CharField(max_length=200), required=False, max_length=500)
+    models = serializers.ListField(
+        child=serializers.CharField(max_length=200), required=False, max_length=500
+    )
     kind = serializers.ChoiceField(choices=EndpointKind.choices, default=EndpointKind.EXTERNAL)
 
     class Meta:
         model = Endpoint
-        fields = ["id", "url", "display", "name", "base_url", "api_key", "api_key_masked", "models",
-                  "default_model", "kind", "node", "created_at", "updated_at"]
+        fields = [
+            "id",
+            "url",
+            "display",
+            "name",
+            "base_url",
+            "api_key",
+            "api_key_masked",
+            "models",
+            "default_model",
+            "kind",
+            "node",
+            "created_at",
+            "updated_at",
+        ]
         read_only_fields = ["created_at", "updated_at"]
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         kind = attrs.get("kind", getattr(self.instance, "kind", EndpointKind.EXTERNAL))
         node = attrs.get("node", getattr(self.instance, "node", None))
         if node is not None and kind != EndpointKind.GATEWAY:
-            raise serializers.ValidationError({"node": "Only endpoints of kind 'gateway' belong to a node."})
+            raise serializers.ValidationError(
+                {"node": "Only endpoints of kind 'gateway' belong to a node."}
+            )
         return attrs
 
     def create(self, validated_data: dict[str, Any]) -> Endpoint:
@@ -78,8 +99,11 @@ class EndpointSerializer(_AuditContext, serializers.ModelSerializer):
 
 
 class EnvImportSerializer(serializers.Serializer):
-    text = serializers.CharField(max_length=100_000, trim_whitespace=False,
-                                 help_text="Lines like `export X_BASE_URL=...`, `X_API_KEY=...`, `X_MODEL_ONLINE=...`")
+    text = serializers.CharField(
+        max_length=100_000,
+        trim_whitespace=False,
+        help_text="Lines like `export X_BASE_URL=...`, `X_API_KEY=...`, `X_MODEL_ONLINE=...`",
+    )
     kind = serializers.ChoiceField(choices=EndpointKind.choices, default=EndpointKind.EXTERNAL)
 
 
@@ -108,13 +132,43 @@ class NodeSerializer(_AuditContext, serializers.ModelSerializer):
 
     class Meta:
         model = Node
-        fields = ["id", "url", "display", "name", "labels", "status", "is_simulated", "mode", "agent_version",
-                  "listen_url", "engine", "health", "last_sample", "last_seen_at", "keys_version",
-                  "desired_tier_config", "applied_tier_config", "desired_launch_profile",
-                  "applied_launch_profile", "apply_errors", "created_at"]
-        read_only_fields = ["mode", "agent_version", "listen_url", "engine", "health", "last_sample",
-                            "last_seen_at", "keys_version", "applied_tier_config", "applied_launch_profile",
-                            "apply_errors", "created_at"]
+        fields = [
+            "id",
+            "url",
+            "display",
+            "name",
+            "labels",
+            "status",
+            "is_simulated",
+            "mode",
+            "agent_version",
+            "listen_url",
+            "engine",
+            "health",
+            "last_sample",
+            "last_seen_at",
+            "keys_version",
+            "desired_tier_config",
+            "applied_tier_config",
+            "desired_launch_profile",
+            "applied_launch_profile",
+            "apply_errors",
+            "created_at",
+        ]
+        read_only_fields = [
+            "mode",
+            "agent_version",
+            "listen_url",
+            "engine",
+            "health",
+            "last_sample",
+            "last_seen_at",
+            "keys_version",
+            "applied_tier_config",
+            "applied_launch_profile",
+            "apply_errors",
+            "created_at",
+        ]
 
     def get_status(self, obj: Node) -> str:
         return obj.status()
@@ -122,12 +176,22 @@ class NodeSerializer(_AuditContext, serializers.ModelSerializer):
     def create(self, validated_data: dict[str, Any]) -> Node:
         user, request = self._who()
         with transaction.atomic():  # a node is created with its desired versions, or not at all
-            node, token = services.create_node(validated_data["name"], validated_data.get("labels", []), user,
-                                               request)
-            tier, profile = validated_data.get("desired_tier_config"), validated_data.get("desired_launch_profile")
+            node, token = services.create_node(
+                validated_data["name"], validated_data.get("labels", []), user, request
+            )
+            tier, profile = (
+                validated_data.get("desired_tier_config"),
+                validated_data.get("desired_launch_profile"),
+            )
             if tier is not None or profile is not None:
-                services.set_desired([node], tier_config=tier, launch_profile=profile, user=user,
-                                     reason="set at creation", request=request)
+                services.set_desired(
+                    [node],
+                    tier_config=tier,
+                    launch_profile=profile,
+                    user=user,
+                    reason="set at creation",
+                    request=request,
+                )
         node._one_time_token = token
         return node
 
@@ -147,7 +211,9 @@ class NodeTokenSerializer(serializers.Serializer):
 
 
 class NodeCreatedSerializer(NodeSerializer):
-    token = serializers.CharField(read_only=True, help_text="Shown once; only its SHA-256 is stored")
+    token = serializers.CharField(
+        read_only=True, help_text="Shown once; only its SHA-256 is stored"
+    )
     commands = AgentCommandsSerializer(read_only=True)
 
     class Meta(NodeSerializer.Meta):
@@ -157,9 +223,13 @@ class NodeCreatedSerializer(NodeSerializer):
 class GatewayKeySerializer(_AuditContext, serializers.ModelSerializer):
     url = serializers.HyperlinkedIdentityField(view_name="gatewaykey-detail")
     display = serializers.CharField(source="__str__", read_only=True)
-    tiers = serializers.ListField(child=serializers.CharField(max_length=50), allow_empty=False, max_length=20)
+    tiers = serializers.ListField(
+        child=serializers.CharField(max_length=50), allow_empty=False, max_length=20
+    )
     nodes = serializers.PrimaryKeyRelatedField(
-        queryset=Node.objects.all(), many=True, required=False,
+        queryset=Node.objects.all(),
+        many=True,
+        required=False,
         help_text="Nodes the key is valid on; empty: every node",
     )
     created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
@@ -167,8 +237,21 @@ class GatewayKeySerializer(_AuditContext, serializers.ModelSerializer):
 
     class Meta:
         model = GatewayKey
-        fields = ["id", "url", "display", "name", "prefix", "tiers", "default_tier", "all_nodes", "nodes",
-                  "created_by", "created_at", "revoked_at", "is_active"]
+        fields = [
+            "id",
+            "url",
+            "display",
+            "name",
+            "prefix",
+            "tiers",
+            "default_tier",
+            "all_nodes",
+            "nodes",
+            "created_by",
+            "created_at",
+            "revoked_at",
+            "is_active",
+        ]
         read_only_fields = ["prefix", "all_nodes", "created_at", "revoked_at"]
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
@@ -182,8 +265,12 @@ class GatewayKeySerializer(_AuditContext, serializers.ModelSerializer):
         user, request = self._who()
         try:
             key, plaintext = services.create_gateway_key(
-                validated_data["name"], validated_data["tiers"], validated_data["default_tier"], user,
-                nodes=validated_data.get("nodes") or None, request=request,
+                validated_data["name"],
+                validated_data["tiers"],
+                validated_data["default_tier"],
+                user,
+                nodes=validated_data.get("nodes") or None,
+                request=request,
             )
         except services.FleetError as exc:
             raise serializers.ValidationError({exc.field: exc.message}) from None

@@ -54,7 +54,9 @@ class EndpointViewSet(viewsets.ModelViewSet):
         try:
             _, ids = probes.fetch_models(endpoint.base_url, endpoint.get_api_key())
         except probes.FetchError as exc:
-            return Response({"ok": False, "steps": [exc.step.as_dict()]}, status=status.HTTP_502_BAD_GATEWAY)
+            return Response(
+                {"ok": False, "steps": [exc.step.as_dict()]}, status=status.HTTP_502_BAD_GATEWAY
+            )
         services.set_endpoint_models(endpoint, ids, request.user, request)
         return Response(self.get_serializer(endpoint).data)
 
@@ -72,17 +74,25 @@ class EndpointViewSet(viewsets.ModelViewSet):
     def env(self, request: Request, pk: str | None = None) -> Response:
         """The endpoint as `export` lines (seed convention), the key masked."""
         e = self.get_object()
-        return Response({"text": render_env(e.name, e.base_url, e.api_key_masked, list(e.models), e.default_model)})
+        return Response(
+            {
+                "text": render_env(
+                    e.name, e.base_url, e.api_key_masked, list(e.models), e.default_model
+                )
+            }
+        )
 
     @extend_schema(request=EnvImportSerializer, responses={201: EndpointSerializer(many=True)})
     @action(detail=False, methods=["post"], url_path="import-env")
     def import_env(self, request: Request) -> Response:
-        """Create or update (by name) one endpoint per prefix of BASE_URL / API_KEY / MODEL_* lines."""
+        """Create or update (by name) one endpoint per prefix of BASE_URL / API_KEY / MODEL_*
+        lines."""
         form = EnvImportSerializer(data=request.data)
         form.is_valid(raise_exception=True)
         try:
-            endpoints = services.import_env(form.validated_data["text"], request.user, request,
-                                            kind=form.validated_data["kind"])
+            endpoints = services.import_env(
+                form.validated_data["text"], request.user, request, kind=form.validated_data["kind"]
+            )
         except (services.FleetError, ValueError) as exc:
             field = getattr(exc, "field", "text")
             raise ValidationError({field: [str(exc)]}) from None
@@ -107,8 +117,11 @@ class NodeViewSet(viewsets.ModelViewSet):
         serializer.is_valid(raise_exception=True)
         node = serializer.save()
         token = node._one_time_token
-        data = {**NodeSerializer(node, context=self.get_serializer_context()).data, "token": token,
-                "commands": services.agent_commands(console_url(request), token)}
+        data = {
+            **NodeSerializer(node, context=self.get_serializer_context()).data,
+            "token": token,
+            "commands": services.agent_commands(console_url(request), token),
+        }
         return Response(data, status=status.HTTP_201_CREATED)
 
     def perform_destroy(self, instance: Node) -> None:
@@ -119,10 +132,14 @@ class NodeViewSet(viewsets.ModelViewSet):
     def rotate_token(self, request: Request, pk: str | None = None) -> Response:
         """A new node token (the old one stops working at once), shown this once."""
         token = services.rotate_node_token(self.get_object(), request.user, request)
-        return Response({"token": token, "commands": services.agent_commands(console_url(request), token)})
+        return Response(
+            {"token": token, "commands": services.agent_commands(console_url(request), token)}
+        )
 
 
-class GatewayKeyViewSet(mixins.CreateModelMixin, mixins.DestroyModelMixin, viewsets.ReadOnlyModelViewSet):
+class GatewayKeyViewSet(
+    mixins.CreateModelMixin, mixins.DestroyModelMixin, viewsets.ReadOnlyModelViewSet
+):
     """Gateway keys. No updates (a key's rights are what it was issued with: issue a new one);
     DELETE revokes like POST .../revoke/, keeping the row for the audit trail."""
 
@@ -136,7 +153,10 @@ class GatewayKeyViewSet(mixins.CreateModelMixin, mixins.DestroyModelMixin, views
         serializer = self.get_serializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         key = serializer.save()
-        data = {**GatewayKeySerializer(key, context=self.get_serializer_context()).data, "key": key._one_time_key}
+        data = {
+            **GatewayKeySerializer(key, context=self.get_serializer_context()).data,
+            "key": key._one_time_key,
+        }
         return Response(data, status=status.HTTP_201_CREATED)
 
     def perform_destroy(self, instance: GatewayKey) -> None:
@@ -158,16 +178,21 @@ class HeartbeatView(APIView):
 
     @extend_schema(
         request=HeartbeatIn,
-        responses={200: HeartbeatOut, 400: OpenApiResponse(description="Field errors by path"),
-                   401: OpenApiResponse(description="Bad or unknown node token"),
-                   403: OpenApiResponse(description="The body names another node"),
-                   413: OpenApiResponse(description="Body over 1 MiB")},
+        responses={
+            200: HeartbeatOut,
+            400: OpenApiResponse(description="Field errors by path"),
+            401: OpenApiResponse(description="Bad or unknown node token"),
+            403: OpenApiResponse(description="The body names another node"),
+            413: OpenApiResponse(description="Body over 1 MiB"),
+        },
         operation_id="agent_heartbeat",
     )
     def post(self, request: Request) -> Response:
         raw = request.body
         if len(raw) > MAX_BODY_BYTES:
-            return Response({"detail": "Body over 1 MiB."}, status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
+            return Response(
+                {"detail": "Body over 1 MiB."}, status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+            )
         try:
             beat = HeartbeatIn.model_validate_json(raw)
         except PydanticError as exc:
@@ -176,5 +201,7 @@ class HeartbeatView(APIView):
             return Response(error_fields(exc), status=status.HTTP_400_BAD_REQUEST)
         node: Node = request.auth
         if not heartbeat.names_node(node, beat.node):
-            return Response({"node": ["This token belongs to another node."]}, status=status.HTTP_403_FORBIDDEN)
+            return Response(
+                {"node": ["This token belongs to another node."]}, status=status.HTTP_403_FORBIDDEN
+            )
         return Response(heartbeat.process(node, beat))

@@ -44,14 +44,18 @@ class TierConfigVersionSerializer(_VersionSerializer):
 
     def create(self, validated_data: dict[str, Any]) -> TierConfigVersion:
         return services.create_tier_config(
-            name=validated_data["name"], config=validated_data["config"],
-            message=validated_data.get("message", ""), **self._context_user_request(),
+            name=validated_data["name"],
+            config=validated_data["config"],
+            message=validated_data.get("message", ""),
+            **self._context_user_request(),
         )
 
 
 class LaunchProfileVersionSerializer(_VersionSerializer):
     url = serializers.HyperlinkedIdentityField(view_name="launchprofileversion-detail")
-    args = serializers.JSONField(help_text="snake_case vLLM arguments; unset ones take vLLM's default.")
+    args = serializers.JSONField(
+        help_text="snake_case vLLM arguments; unset ones take vLLM's default."
+    )
     command = serializers.SerializerMethodField(help_text="The rendered `vllm serve` line.")
     argv = serializers.SerializerMethodField(help_text="The same command as an argv list.")
 
@@ -75,8 +79,10 @@ class LaunchProfileVersionSerializer(_VersionSerializer):
 
     def create(self, validated_data: dict[str, Any]) -> LaunchProfileVersion:
         return services.create_launch_profile(
-            name=validated_data["name"], args=validated_data["args"],
-            message=validated_data.get("message", ""), **self._context_user_request(),
+            name=validated_data["name"],
+            args=validated_data["args"],
+            message=validated_data.get("message", ""),
+            **self._context_user_request(),
         )
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 from rest_framework.routers import SimpleRouter
 
 from console.tuning.api.views import LaunchProfileVersionViewSet, TierConfigVersionViewSet
-from console.tuning.rollouts.api import RolloutViewSet
+from console.tuning.rollouts.api.views import RolloutViewSet
 
 router = SimpleRouter(trailing_slash=True)
 router.register("tier-configs", TierConfigVersionViewSet, basename="tierconfigversion")

@@ -26,7 +26,9 @@ from console.tuning.models import LaunchProfileVersion, TierConfigVersion, Versi
 
 _NAME_FILTER = OpenApiParameter("name", str, description="Only versions of this name.")
 _AGAINST = OpenApiParameter(
-    "against", int, description="Id of the version to compare with (the older side); default: "
+    "against",
+    int,
+    description="Id of the version to compare with (the older side); default: "
     "the previous version of the same name.",
 )
 
@@ -36,11 +38,19 @@ class YAMLRenderer(BaseRenderer):
     format = "yaml"
     charset = "utf-8"
 
-    def render(self, data: Any, accepted_media_type: str | None = None,
-               renderer_context: dict[str, Any] | None = None) -> bytes:
+    def render(
+        self,
+        data: Any,
+        accepted_media_type: str | None = None,
+        renderer_context: dict[str, Any] | None = None,
+    ) -> bytes:
         # Error bodies ({"detail": ErrorDetail(...)}) hold str subclasses that YAML's safe dumper
         # refuses; a JSON round trip turns them into plain values.
-        text = data if isinstance(data, str) else yaml.safe_dump(json.loads(json.dumps(data)), sort_keys=False)
+        text = (
+            data
+            if isinstance(data, str)
+            else yaml.safe_dump(json.loads(json.dumps(data)), sort_keys=False)
+        )
         return text.encode("utf-8")
 
 
@@ -49,7 +59,9 @@ def _ref(obj: VersionedDocument | None) -> dict[str, Any] | None:
 
 
 class _VersionViewSet(
-    mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin,
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.CreateModelMixin,
     viewsets.GenericViewSet,
 ):
     """List, create and read versions. No update or delete: versions are immutable (405)."""
@@ -75,7 +87,11 @@ class _VersionViewSet(
                 raise ValidationError({"against": ["must be the id of a version"]})
             against = get_object_or_404(self.model, pk=int(raw))
         rows = obj.diff_from(against)
-        data = {"against": _ref(against), "version": _ref(obj), "changes": [r.as_dict() for r in rows]}
+        data = {
+            "against": _ref(against),
+            "version": _ref(obj),
+            "changes": [r.as_dict() for r in rows],
+        }
         return Response(VersionDiffSerializer(data).data)
 
 

@@ -1,6 +1,8 @@
 """Rollouts and rollbacks (DESIGN.md 4): desired versions set wave by wave, watched until the
 agents report them applied and healthy, guarded by an optional SLO check, and undone on any
-failure. Models live in console/tuning/models_rollouts.py; the modules here:
+failure. The modules here:
+
+    models.py    Rollout, RolloutNode, RolloutEvent (registered with the tuning app)
 
     choices.py   states and other enumerations
     plan.py      pure: waves, a node's progress verdict
@@ -8,5 +10,5 @@ failure. Models live in console/tuning/models_rollouts.py; the modules here:
     services.py  create, roll back, abort (audited, transactional)
     executor.py  the loop a Celery task runs (claimed by a lease, resumable)
     tasks.py     the Celery tasks
-    api.py       REST API; views.py, forms.py, urls.py: pages
+    api/         REST API; views.py, forms.py, urls.py: pages
 """

@@ -23,7 +23,12 @@ class RolloutState(models.TextChoices):
 
 
 ACTIVE_STATES = (RolloutState.PENDING, RolloutState.RUNNING, RolloutState.ROLLING_BACK)
-FINAL_STATES = (RolloutState.SUCCEEDED, RolloutState.FAILED, RolloutState.ROLLED_BACK, RolloutState.ABORTED)
+FINAL_STATES = (
+    RolloutState.SUCCEEDED,
+    RolloutState.FAILED,
+    RolloutState.ROLLED_BACK,
+    RolloutState.ABORTED,
+)
 
 
 class NodeState(models.TextChoices):

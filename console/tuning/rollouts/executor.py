@@ -39,7 +39,6 @@ from console.audit.services import record
 from console.fleet.heartbeat import heartbeat_interval_s
 from console.fleet.models import Node, TelemetrySample
 from console.fleet.services import set_desired
-from console.tuning.models_rollouts import Rollout, RolloutNode, event
 from console.tuning.rollouts import guard
 from console.tuning.rollouts.choices import (
     ACTIVE_STATES,
@@ -49,6 +48,7 @@ from console.tuning.rollouts.choices import (
     RolloutKind,
     RolloutState,
 )
+from console.tuning.rollouts.models import Rollout, RolloutNode, event
 from console.tuning.rollouts.plan import (
     APPLIED,
     FAILED,
@@ -83,8 +83,13 @@ def new_owner() -> str:
 
 def facts_of(node: Node) -> NodeFacts:
     return NodeFacts(
-        applied={TIER_CONFIG: node.applied_tier_config_id, LAUNCH_PROFILE: node.applied_launch_profile_id},
-        apply_errors=node.apply_errors or {}, health=node.health or {}, last_seen_at=node.last_seen_at,
+        applied={
+            TIER_CONFIG: node.applied_tier_config_id,
+            LAUNCH_PROFILE: node.applied_launch_profile_id,
+        },
+        apply_errors=node.apply_errors or {},
+        health=node.health or {},
+        last_seen_at=node.last_seen_at,
     )
 
 
@@ -96,14 +101,21 @@ def previous_of(part: RolloutNode) -> dict[str, int | None]:
     """The versions to go back to, for the kinds this rollout changed."""
     return {
         TIER_CONFIG: part.prev_tier_config_id if part.target_tier_config_id is not None else None,
-        LAUNCH_PROFILE: part.prev_launch_profile_id if part.target_launch_profile_id is not None else None,
+        LAUNCH_PROFILE: part.prev_launch_profile_id
+        if part.target_launch_profile_id is not None
+        else None,
     }
 
 
 class Executor:
     def __init__(
-        self, rollout_id: int, *, owner: str | None = None, now: Callable[[], datetime] = timezone.now,
-        sleep: Callable[[float], None] = time.sleep, poll_s: float = POLL_S,
+        self,
+        rollout_id: int,
+        *,
+        owner: str | None = None,
+        now: Callable[[], datetime] = timezone.now,
+        sleep: Callable[[float], None] = time.sleep,
+        poll_s: float = POLL_S,
     ) -> None:
         self.rollout_id = rollout_id
         self.owner = owner or new_owner()
@@ -117,16 +129,20 @@ class Executor:
     def claim(self) -> bool:
         now = self.now()
         free = Q(lease_until__isnull=True) | Q(lease_until__lt=now) | Q(lease_owner=self.owner)
-        claimed = Rollout.objects.filter(free, pk=self.rollout_id, state__in=ACTIVE_STATES) \
-            .update(lease_owner=self.owner, lease_until=now + timedelta(seconds=lease_s()))
+        claimed = Rollout.objects.filter(free, pk=self.rollout_id, state__in=ACTIVE_STATES).update(
+            lease_owner=self.owner, lease_until=now + timedelta(seconds=lease_s())
+        )
         return claimed == 1
 
     def _holds(self, rollout: Rollout) -> bool:
         """Ours with more than half the lease left: no write needed this poll (a write per
         poll would add to SQLite's lock contention for nothing)."""
         left = lease_s() / 2
-        return (rollout.lease_owner == self.owner and rollout.lease_until is not None
-                and rollout.lease_until - self.now() > timedelta(seconds=left))
+        return (
+            rollout.lease_owner == self.owner
+            and rollout.lease_until is not None
+            and rollout.lease_until - self.now() > timedelta(seconds=left)
+        )
 
     def release(self) -> None:
         Rollout.objects.filter(pk=self.rollout_id, lease_owner=self.owner).update(lease_until=None)
@@ -154,8 +170,12 @@ class Executor:
                     # A bug must not leave the rollout "running" to be resumed into the same bug
                     # forever: end it, saying so, so an operator can roll back what it changed.
                     log.exception("%s: executor error", rollout)
-                    self.finish(rollout, RolloutState.FAILED,
-                                f"internal error: {exc!r}; nodes may be left on the new versions", self.now())
+                    self.finish(
+                        rollout,
+                        RolloutState.FAILED,
+                        f"internal error: {exc!r}; nodes may be left on the new versions",
+                        self.now(),
+                    )
                 if Rollout.objects.filter(pk=self.rollout_id, state__in=FINAL_STATES).exists():
                     continue
                 self.sleep(self.poll_s)
@@ -165,8 +185,9 @@ class Executor:
     def step(self, rollout: Rollout) -> None:
         now = self.now()
         if rollout.state == RolloutState.PENDING:
-            if Rollout.objects.filter(pk=rollout.pk, state=RolloutState.PENDING) \
-                    .update(state=RolloutState.RUNNING, started_at=now):
+            if Rollout.objects.filter(pk=rollout.pk, state=RolloutState.PENDING).update(
+                state=RolloutState.RUNNING, started_at=now
+            ):
                 event(rollout, "started", now=now)
             rollout.state = RolloutState.RUNNING
         if rollout.state == RolloutState.ROLLING_BACK:
@@ -178,7 +199,9 @@ class Executor:
         parts = list(rollout.nodes.select_related("node").filter(wave=rollout.current_wave))
         if not parts:
             total = rollout.nodes.count()
-            self.finish(rollout, RolloutState.SUCCEEDED, f"all {total} node(s) applied and healthy", now)
+            self.finish(
+                rollout, RolloutState.SUCCEEDED, f"all {total} node(s) applied and healthy", now
+            )
             return
         pending = [p for p in parts if p.state == NodeState.PENDING]
         if pending:
@@ -187,7 +210,11 @@ class Executor:
             rollout.refresh_from_db()
         failed = self.watch(rollout, parts, now)
         if failed is not None:
-            outcome = RolloutState.FAILED if rollout.kind == RolloutKind.ROLLBACK else RolloutState.ROLLED_BACK
+            outcome = (
+                RolloutState.FAILED
+                if rollout.kind == RolloutKind.ROLLBACK
+                else RolloutState.ROLLED_BACK
+            )
             self.begin_revert(rollout, outcome, f"node {failed.node.name}: {failed.error}", now)
             return
         if all(p.state == NodeState.HEALTHY for p in parts):
@@ -200,7 +227,9 @@ class Executor:
         transaction as its change, with the versions it had before."""
         with transaction.atomic():
             if rollout.wave_started_at is None:
-                Rollout.objects.filter(pk=rollout.pk, wave_started_at=None).update(wave_started_at=now)
+                Rollout.objects.filter(pk=rollout.pk, wave_started_at=None).update(
+                    wave_started_at=now
+                )
             groups: dict[tuple[int | None, int | None], list[Node]] = defaultdict(list)
             nodes = Node.objects.in_bulk([p.node_id for p in pending])
             for part in pending:
@@ -208,7 +237,8 @@ class Executor:
                 prev_tier = node.desired_tier_config_id or node.applied_tier_config_id
                 prev_profile = node.desired_launch_profile_id or node.applied_launch_profile_id
                 claimed = RolloutNode.objects.filter(pk=part.pk, state=NodeState.PENDING).update(
-                    state=NodeState.APPLYING, applying_at=now,
+                    state=NodeState.APPLYING,
+                    applying_at=now,
                     prev_tier_config_id=prev_tier if part.target_tier_config_id else None,
                     prev_launch_profile_id=prev_profile if part.target_launch_profile_id else None,
                 )
@@ -217,14 +247,25 @@ class Executor:
             for (tier_id, profile_id), group in groups.items():
                 tier = _version("TierConfigVersion", tier_id)
                 profile = _version("LaunchProfileVersion", profile_id)
-                set_desired(group, tier_config=tier, launch_profile=profile, user=rollout.created_by,
-                            reason=str(rollout))
+                set_desired(
+                    group,
+                    tier_config=tier,
+                    launch_profile=profile,
+                    user=rollout.created_by,
+                    reason=str(rollout),
+                )
             count = sum(len(g) for g in groups.values())
             if count:
-                event(rollout, f"wave {rollout.current_wave + 1}: desired versions set on {count} node(s): "
-                               + ", ".join(n.name for g in groups.values() for n in g), now=now)
+                event(
+                    rollout,
+                    f"wave {rollout.current_wave + 1}: desired versions set on {count} node(s): "
+                    + ", ".join(n.name for g in groups.values() for n in g),
+                    now=now,
+                )
 
-    def watch(self, rollout: Rollout, parts: list[RolloutNode], now: datetime) -> RolloutNode | None:
+    def watch(
+        self, rollout: Rollout, parts: list[RolloutNode], now: datetime
+    ) -> RolloutNode | None:
         """Move the wave's nodes along; the first node found failed, if any."""
         failed: RolloutNode | None = None
         for part in parts:
@@ -233,22 +274,37 @@ class Executor:
                 continue
             if part.state not in (NodeState.APPLYING, NodeState.APPLIED):
                 continue
-            verdict = progress(facts_of(part.node), targets_of(part), now=now, since=part.applying_at or now,
-                               timeout_s=rollout.convergence_timeout_s, fresh_s=self.fresh_s)
+            verdict = progress(
+                facts_of(part.node),
+                targets_of(part),
+                now=now,
+                since=part.applying_at or now,
+                timeout_s=rollout.convergence_timeout_s,
+                fresh_s=self.fresh_s,
+            )
             if verdict.state == FAILED:
                 if self._move(part, NodeState.FAILED, error=verdict.error):
-                    event(rollout, f"{part.node.name} failed: {verdict.error}", level=EventLevel.ERROR,
-                          node=part.node, now=now)
+                    event(
+                        rollout,
+                        f"{part.node.name} failed: {verdict.error}",
+                        level=EventLevel.ERROR,
+                        node=part.node,
+                        now=now,
+                    )
                 failed = failed or part
             elif verdict.state == HEALTHY:
-                if self._move(part, NodeState.HEALTHY, applied_at=part.applied_at or now, healthy_at=now):
+                if self._move(
+                    part, NodeState.HEALTHY, applied_at=part.applied_at or now, healthy_at=now
+                ):
                     event(rollout, f"{part.node.name} applied and healthy", node=part.node, now=now)
             elif verdict.state == APPLIED and part.state == NodeState.APPLYING:
                 self._move(part, NodeState.APPLIED, applied_at=now)
         return failed
 
     def _move(self, part: RolloutNode, state: str, **fields: Any) -> bool:
-        moved = RolloutNode.objects.filter(pk=part.pk, state=part.state).update(state=state, **fields)
+        moved = RolloutNode.objects.filter(pk=part.pk, state=part.state).update(
+            state=state, **fields
+        )
         if moved:
             part.state = state
             for name, value in fields.items():
@@ -260,34 +316,50 @@ class Executor:
         if rollout.has_guard and rollout.kind == RolloutKind.ROLLOUT:
             if rollout.guard_since is None:
                 Rollout.objects.filter(pk=rollout.pk, guard_since=None).update(guard_since=now)
-                event(rollout, f"wave {wave + 1} healthy; watching the SLO guard for {rollout.guard_window_s:g} s",
-                      now=now)
+                event(
+                    rollout,
+                    f"wave {wave + 1} healthy; "
+                    f"watching the SLO guard for {rollout.guard_window_s:g} s",
+                    now=now,
+                )
                 return
             if (now - rollout.guard_since).total_seconds() < rollout.guard_window_s:
                 return
             result = self.evaluate_guard(rollout, parts, now)
             if not result.ok:
                 event(rollout, result.message, level=EventLevel.ERROR, now=now)
-                self.begin_revert(rollout, RolloutState.ROLLED_BACK, f"wave {wave + 1}: {result.message}", now)
+                self.begin_revert(
+                    rollout, RolloutState.ROLLED_BACK, f"wave {wave + 1}: {result.message}", now
+                )
                 return
             event(rollout, f"wave {wave + 1}: {result.message}", now=now)
         else:
             event(rollout, f"wave {wave + 1} applied and healthy", now=now)
         Rollout.objects.filter(pk=rollout.pk, current_wave=wave).update(
-            current_wave=wave + 1, wave_started_at=None, guard_since=None,
+            current_wave=wave + 1,
+            wave_started_at=None,
+            guard_since=None,
         )
 
-    def evaluate_guard(self, rollout: Rollout, parts: list[RolloutNode], now: datetime) -> guard.GuardResult:
+    def evaluate_guard(
+        self, rollout: Rollout, parts: list[RolloutNode], now: datetime
+    ) -> guard.GuardResult:
         ids = [p.node_id for p in parts]
         window = timedelta(seconds=rollout.guard_window_s)
         started = rollout.wave_started_at or rollout.guard_since or now
         samples = TelemetrySample.objects.filter(node_id__in=ids)
-        before = samples.filter(ts__gte=started - window, ts__lt=started).values_list("tiers", flat=True)
-        after = samples.filter(ts__gte=rollout.guard_since, ts__lte=now).values_list("tiers", flat=True)
+        before = samples.filter(ts__gte=started - window, ts__lt=started).values_list(
+            "tiers", flat=True
+        )
+        after = samples.filter(ts__gte=rollout.guard_since, ts__lte=now).values_list(
+            "tiers", flat=True
+        )
         return guard.evaluate(
-            guard.summarise(before, rollout.guard_tier), guard.summarise(after, rollout.guard_tier),
+            guard.summarise(before, rollout.guard_tier),
+            guard.summarise(after, rollout.guard_tier),
             max_ttft_p99_regression_pct=rollout.guard_max_ttft_p99_regression_pct,
-            max_error_rate=rollout.guard_max_error_rate, tier=rollout.guard_tier,
+            max_error_rate=rollout.guard_max_error_rate,
+            tier=rollout.guard_tier,
         )
 
     # -- backward --------------------------------------------------------------------------
@@ -298,12 +370,16 @@ class Executor:
             self.finish(rollout, outcome, reason, now)
             return
         if Rollout.objects.filter(pk=rollout.pk, state=RolloutState.RUNNING).update(
-                state=RolloutState.ROLLING_BACK, outcome=outcome, reason=reason, revert_started_at=now):
+            state=RolloutState.ROLLING_BACK, outcome=outcome, reason=reason, revert_started_at=now
+        ):
             event(rollout, f"rolling back: {reason}", level=EventLevel.WARNING, now=now)
 
     def revert_step(self, rollout: Rollout, now: datetime) -> None:
-        parts = list(rollout.nodes.select_related("node").exclude(applying_at=None)
-                     .exclude(state=NodeState.ROLLED_BACK))
+        parts = list(
+            rollout.nodes.select_related("node")
+            .exclude(applying_at=None)
+            .exclude(state=NodeState.ROLLED_BACK)
+        )
         to_set = [p for p in parts if p.reverted_at is None]
         if to_set:
             self.set_back(rollout, to_set, now)
@@ -316,7 +392,10 @@ class Executor:
             if all(v is None for v in previous.values()):
                 note = "it had no previous version: left as it is"
             elif not is_fresh(facts, now, self.fresh_s):
-                note = "previous versions desired; the agent is not reporting and will take them when it returns"
+                note = (
+                    "previous versions desired; the agent is not reporting "
+                    "and will take them when it returns"
+                )
             elif is_applied(facts, previous) and is_healthy(facts, now, self.fresh_s):
                 note = "back on its previous versions and healthy"
             elif (now - started).total_seconds() > rollout.convergence_timeout_s:
@@ -327,9 +406,13 @@ class Executor:
             if self._move(part, NodeState.ROLLED_BACK):
                 event(rollout, f"{part.node.name} rolled back: {note}", node=part.node, now=now)
         if stuck:
-            self.finish(rollout, RolloutState.FAILED,
-                        f"{rollout.reason}; the rollback did not converge within "
-                        f"{rollout.convergence_timeout_s:g} s on {', '.join(stuck)}", now)
+            self.finish(
+                rollout,
+                RolloutState.FAILED,
+                f"{rollout.reason}; the rollback did not converge within "
+                f"{rollout.convergence_timeout_s:g} s on {', '.join(stuck)}",
+                now,
+            )
         elif all(p.state == NodeState.ROLLED_BACK for p in parts):
             self.finish(rollout, rollout.outcome or RolloutState.ROLLED_BACK, rollout.reason, now)
 
@@ -344,9 +427,13 @@ class Executor:
             for (tier_id, profile_id), group in groups.items():
                 if tier_id is None and profile_id is None:
                     continue
-                set_desired(group, tier_config=_version("TierConfigVersion", tier_id),
-                            launch_profile=_version("LaunchProfileVersion", profile_id),
-                            user=rollout.created_by, reason=f"rolling back {rollout}")
+                set_desired(
+                    group,
+                    tier_config=_version("TierConfigVersion", tier_id),
+                    launch_profile=_version("LaunchProfileVersion", profile_id),
+                    user=rollout.created_by,
+                    reason=f"rolling back {rollout}",
+                )
             count = sum(len(g) for g in groups.values())
             if count:
                 event(rollout, f"previous versions desired again on {count} node(s)", now=now)
@@ -356,15 +443,23 @@ class Executor:
     def finish(self, rollout: Rollout, state: str, reason: str, now: datetime) -> None:
         with transaction.atomic():
             done = Rollout.objects.filter(pk=rollout.pk, state__in=ACTIVE_STATES).update(
-                state=state, reason=reason, finished_at=now, abort_requested=False,
+                state=state,
+                reason=reason,
+                finished_at=now,
+                abort_requested=False,
             )
             if not done:
                 return
             level = EventLevel.INFO if state == RolloutState.SUCCEEDED else EventLevel.WARNING
             label = RolloutState(state).label
             event(rollout, f"{label}: {reason}", level=level, now=now)
-            record(action=Action.UPDATE, obj=rollout, message=f"{label}: {reason}"[:500],
-                   before={"state": rollout.state}, after={"state": state, "reason": reason})
+            record(
+                action=Action.UPDATE,
+                obj=rollout,
+                message=f"{label}: {reason}"[:500],
+                before={"state": rollout.state},
+                after={"state": state, "reason": reason},
+            )
 
 
 def _version(model_name: str, pk: int | None) -> Any:

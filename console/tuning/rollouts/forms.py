@@ -30,8 +30,11 @@ def suggested_tier_config() -> TierConfigVersion | None:
     total = Node.objects.count()
     if not total:
         return None
-    desired = dict(Node.objects.values("desired_tier_config").annotate(n=Count("id"))
-                   .values_list("desired_tier_config", "n"))
+    desired = dict(
+        Node.objects.values("desired_tier_config")
+        .annotate(n=Count("id"))
+        .values_list("desired_tier_config", "n")
+    )
     for version in TierConfigVersion.objects.order_by("-created_at", "-id")[:200]:
         if desired.get(version.pk, 0) < total:
             return version
@@ -39,32 +42,66 @@ def suggested_tier_config() -> TierConfigVersion | None:
 
 
 class RolloutForm(forms.Form):
-    tier_config = _VersionChoice(queryset=TierConfigVersion.objects.order_by("name", "-version"), required=False,
-                                 empty_label="(leave as it is)")
-    launch_profile = _VersionChoice(queryset=LaunchProfileVersion.objects.order_by("name", "-version"),
-                                    required=False, empty_label="(leave as it is)",
-                                    help_text="Engines restart one wave at a time (managed nodes only).")
-    node_selection = forms.ChoiceField(choices=NodeSelection.choices, initial=NodeSelection.ALL,
-                                       widget=forms.RadioSelect, label="Nodes")
-    nodes = _NodeChoice(queryset=Node.objects.order_by("name"), required=False,
-                        widget=forms.CheckboxSelectMultiple, label="Selected nodes")
+    tier_config = _VersionChoice(
+        queryset=TierConfigVersion.objects.order_by("name", "-version"),
+        required=False,
+        empty_label="(leave as it is)",
+    )
+    launch_profile = _VersionChoice(
+        queryset=LaunchProfileVersion.objects.order_by("name", "-version"),
+        required=False,
+        empty_label="(leave as it is)",
+        help_text="Engines restart one wave at a time (managed nodes only).",
+    )
+    node_selection = forms.ChoiceField(
+        choices=NodeSelection.choices,
+        initial=NodeSelection.ALL,
+        widget=forms.RadioSelect,
+        label="Nodes",
+    )
+    nodes = _NodeChoice(
+        queryset=Node.objects.order_by("name"),
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        label="Selected nodes",
+    )
     label = forms.CharField(required=False, max_length=100, label="Label")
     canary_count = forms.IntegerField(min_value=0, initial=1, label="Canary nodes")
-    wave_size = forms.IntegerField(min_value=0, initial=0, label="Wave size",
-                                   help_text="Nodes per wave after the canaries; 0: all the rest at once.")
-    convergence_timeout_s = forms.FloatField(min_value=1, initial=DEFAULT_TIMEOUT_S, label="Convergence timeout (s)")
+    wave_size = forms.IntegerField(
+        min_value=0,
+        initial=0,
+        label="Wave size",
+        help_text="Nodes per wave after the canaries; 0: all the rest at once.",
+    )
+    convergence_timeout_s = forms.FloatField(
+        min_value=1, initial=DEFAULT_TIMEOUT_S, label="Convergence timeout (s)"
+    )
     guard_max_ttft_p99_regression_pct = forms.FloatField(
-        min_value=0, required=False, label="SLO guard: max TTFT P99 regression (%)",
-        help_text="Empty: no TTFT check.")
-    guard_max_error_rate = forms.FloatField(min_value=0, max_value=1, required=False,
-                                            label="SLO guard: max error rate (0-1)", help_text="Empty: no check.")
-    guard_window_s = forms.FloatField(min_value=1, initial=30.0, label="SLO guard: observation window (s)")
+        min_value=0,
+        required=False,
+        label="SLO guard: max TTFT P99 regression (%)",
+        help_text="Empty: no TTFT check.",
+    )
+    guard_max_error_rate = forms.FloatField(
+        min_value=0,
+        max_value=1,
+        required=False,
+        label="SLO guard: max error rate (0-1)",
+        help_text="Empty: no check.",
+    )
+    guard_window_s = forms.FloatField(
+        min_value=1, initial=30.0, label="SLO guard: observation window (s)"
+    )
     guard_tier = forms.CharField(max_length=50, initial="online", label="SLO guard: tier")
     message = forms.CharField(required=False, max_length=500, label="Why")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        if not self.is_bound and "tier_config" not in self.initial and "launch_profile" not in self.initial:
+        if (
+            not self.is_bound
+            and "tier_config" not in self.initial
+            and "launch_profile" not in self.initial
+        ):
             suggested = suggested_tier_config()
             if suggested is not None:
                 self.fields["tier_config"].initial = suggested.pk

@@ -56,7 +56,9 @@ def summarise(tier_maps: Iterable[Mapping[str, Any]], tier: str) -> WindowStats:
             if name == tier and isinstance(p99, int | float) and done > 0:
                 weighted += float(p99) * done
                 weight += done
-    return WindowStats(finished, errors, rejected, weighted / weight if weight >= MIN_REQUESTS else None)
+    return WindowStats(
+        finished, errors, rejected, weighted / weight if weight >= MIN_REQUESTS else None
+    )
 
 
 @dataclass(frozen=True)
@@ -66,15 +68,21 @@ class GuardResult:
 
 
 def evaluate(
-    before: WindowStats, after: WindowStats, *, max_ttft_p99_regression_pct: float | None,
-    max_error_rate: float | None, tier: str = "online",
+    before: WindowStats,
+    after: WindowStats,
+    *,
+    max_ttft_p99_regression_pct: float | None,
+    max_error_rate: float | None,
+    tier: str = "online",
 ) -> GuardResult:
     problems: list[str] = []
     notes: list[str] = []
     if max_ttft_p99_regression_pct is not None:
         if before.ttft_p99_s is None or after.ttft_p99_s is None:
             side = "before" if before.ttft_p99_s is None else "after"
-            notes.append(f"TTFT check skipped: fewer than {MIN_REQUESTS} {tier} requests {side} the change")
+            notes.append(
+                f"TTFT check skipped: fewer than {MIN_REQUESTS} {tier} requests {side} the change"
+            )
         else:
             base, now = before.ttft_p99_s, after.ttft_p99_s
             change_pct = (now - base) / base * 100 if base > 0 else 0.0

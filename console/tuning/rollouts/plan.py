@@ -15,8 +15,8 @@ TIER_CONFIG = "tier_config"
 LAUNCH_PROFILE = "launch_profile"
 
 # Verdicts of `progress`.
-WAITING = "waiting"      # not applied yet, still within the timeout
-APPLIED = "applied"      # applied, but not (yet) seen healthy
+WAITING = "waiting"  # not applied yet, still within the timeout
+APPLIED = "applied"  # applied, but not (yet) seen healthy
 HEALTHY = "healthy"
 FAILED = "failed"
 
@@ -58,7 +58,11 @@ def is_fresh(facts: NodeFacts, now: datetime, fresh_s: float) -> bool:
 def is_healthy(facts: NodeFacts, now: datetime, fresh_s: float) -> bool:
     """Heard from recently, and its gateway and engine say ok."""
     health = facts.health or {}
-    return is_fresh(facts, now, fresh_s) and health.get("gateway") == "ok" and health.get("engine") == "ok"
+    return (
+        is_fresh(facts, now, fresh_s)
+        and health.get("gateway") == "ok"
+        and health.get("engine") == "ok"
+    )
 
 
 def apply_error(facts: NodeFacts, kind: str, version: int) -> str | None:
@@ -70,12 +74,21 @@ def apply_error(facts: NodeFacts, kind: str, version: int) -> str | None:
 
 
 def is_applied(facts: NodeFacts, targets: Mapping[str, int | None]) -> bool:
-    return all(facts.applied.get(kind) == version for kind, version in targets.items() if version is not None)
+    return all(
+        facts.applied.get(kind) == version
+        for kind, version in targets.items()
+        if version is not None
+    )
 
 
 def progress(
-    facts: NodeFacts, targets: Mapping[str, int | None], *, now: datetime, since: datetime,
-    timeout_s: float, fresh_s: float,
+    facts: NodeFacts,
+    targets: Mapping[str, int | None],
+    *,
+    now: datetime,
+    since: datetime,
+    timeout_s: float,
+    fresh_s: float,
 ) -> Verdict:
     """Where one node stands, `since` its desired versions were set to `targets`."""
     for kind, version in targets.items():
@@ -90,12 +103,25 @@ def progress(
     waited = (now - since).total_seconds()
     if waited > timeout_s:
         if not is_fresh(facts, now, fresh_s):
-            seen = "never" if facts.last_seen_at is None else \
-                f"{(now - facts.last_seen_at).total_seconds():.0f} s ago"
-            return Verdict(FAILED, f"timed out after {timeout_s:g} s: the agent is not reporting (last seen {seen})")
+            seen = (
+                "never"
+                if facts.last_seen_at is None
+                else f"{(now - facts.last_seen_at).total_seconds():.0f} s ago"
+            )
+            return Verdict(
+                FAILED,
+                f"timed out after {timeout_s:g} s: the agent is not reporting (last seen {seen})",
+            )
         if not applied:
-            return Verdict(FAILED, f"timed out after {timeout_s:g} s: the agent has not reported the new version applied")
+            return Verdict(
+                FAILED,
+                f"timed out after {timeout_s:g} s: "
+                "the agent has not reported the new version applied",
+            )
         detail = (facts.health or {}).get("detail") or ""
-        return Verdict(FAILED, f"timed out after {timeout_s:g} s: applied but not healthy "
-                               f"(engine {(facts.health or {}).get('engine')}){': ' + detail if detail else ''}")
+        return Verdict(
+            FAILED,
+            f"timed out after {timeout_s:g} s: applied but not healthy "
+            f"(engine {(facts.health or {}).get('engine')}){': ' + detail if detail else ''}",
+        )
     return Verdict(APPLIED if applied else WAITING)

@@ -14,9 +14,9 @@ from celery import shared_task
 from django.db.models import Q
 from django.utils import timezone
 
-from console.tuning.models_rollouts import Rollout
 from console.tuning.rollouts.choices import ACTIVE_STATES
 from console.tuning.rollouts.executor import execute
+from console.tuning.rollouts.models import Rollout
 
 log = logging.getLogger(__name__)
 

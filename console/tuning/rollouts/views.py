@@ -17,10 +17,10 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from console.core.roles import OPERATOR, VIEWER, has_role, require_role
 from console.tuning.diffs import display_rows
 from console.tuning.models import LaunchProfileVersion, TierConfigVersion
-from console.tuning.models_rollouts import Rollout
 from console.tuning.rollouts import services
 from console.tuning.rollouts.choices import NodeState
 from console.tuning.rollouts.forms import RolloutForm
+from console.tuning.rollouts.models import Rollout
 
 PER_PAGE = 30
 
@@ -30,33 +30,61 @@ def _diffs(rollout: Rollout) -> list[dict[str, Any]]:
     had before (or, before it started, desire now) to the target."""
     out = []
     parts = list(rollout.nodes.select_related("node"))
-    for kind, model, title in (("tier_config", TierConfigVersion, "Tier config"),
-                               ("launch_profile", LaunchProfileVersion, "Launch profile")):
+    for kind, model, title in (
+        ("tier_config", TierConfigVersion, "Tier config"),
+        ("launch_profile", LaunchProfileVersion, "Launch profile"),
+    ):
         target = getattr(rollout, kind)
         if target is None:
             continue
         befores: dict[int, int] = {}
         for part in parts:
-            prev = getattr(part, f"prev_{kind}_id") if part.touched else getattr(part.node, f"desired_{kind}_id")
+            prev = (
+                getattr(part, f"prev_{kind}_id")
+                if part.touched
+                else getattr(part.node, f"desired_{kind}_id")
+            )
             if prev is not None and prev != target.pk:
                 befores[prev] = befores.get(prev, 0) + 1
-        older = model.objects.filter(pk=max(befores, key=befores.__getitem__)).first() if befores else None
-        out.append({"title": title, "target": target, "against": older,
-                    "rows": display_rows(target.diff_from(older)) if older is not None else [],
-                    "detail_name": f"tuning:{kind.replace('_', '')}-detail"})
+        older = (
+            model.objects.filter(pk=max(befores, key=befores.__getitem__)).first()
+            if befores
+            else None
+        )
+        out.append(
+            {
+                "title": title,
+                "target": target,
+                "against": older,
+                "rows": display_rows(target.diff_from(older)) if older is not None else [],
+                "detail_name": f"tuning:{kind.replace('_', '')}-detail",
+            }
+        )
     return out
 
 
 def _live_context(request: HttpRequest, rollout: Rollout) -> dict[str, Any]:
-    parts = list(rollout.nodes.select_related(
-        "node", "node__applied_tier_config", "node__applied_launch_profile",
-        "target_tier_config", "target_launch_profile", "prev_tier_config", "prev_launch_profile"))
+    parts = list(
+        rollout.nodes.select_related(
+            "node",
+            "node__applied_tier_config",
+            "node__applied_launch_profile",
+            "target_tier_config",
+            "target_launch_profile",
+            "prev_tier_config",
+            "prev_launch_profile",
+        )
+    )
     done = sum(1 for p in parts if p.state == NodeState.HEALTHY)
     return {
-        "rollout": rollout, "parts": parts, "done": done, "total": len(parts),
+        "rollout": rollout,
+        "parts": parts,
+        "done": done,
+        "total": len(parts),
         "percent": round(100 * done / len(parts)) if parts else 0,
         "events": list(rollout.events.select_related("node").order_by("ts", "id")),
-        "can_operate": has_role(request.user, OPERATOR), "now": timezone.now(),
+        "can_operate": has_role(request.user, OPERATOR),
+        "now": timezone.now(),
         "can_rollback": rollout.can_roll_back,
     }
 
@@ -67,27 +95,40 @@ def rollout_list(request: HttpRequest) -> HttpResponse:
     require_role(request, VIEWER)
     qs = Rollout.objects.with_progress()
     page = Paginator(qs, PER_PAGE).get_page(request.GET.get("page"))
-    return render(request, "tuning/rollout_list.html", {"page": page, "can_create": has_role(request.user, OPERATOR)})
+    return render(
+        request,
+        "tuning/rollout_list.html",
+        {"page": page, "can_create": has_role(request.user, OPERATOR)},
+    )
 
 
 @login_required
 @require_http_methods(["GET", "POST"])
 def rollout_create(request: HttpRequest) -> HttpResponse:
     require_role(request, OPERATOR)
-    initial = {field: request.GET[key] for key, field in (("tierconfig", "tier_config"),
-                                                          ("launchprofile", "launch_profile"))
-               if request.GET.get(key, "").isdigit()}
+    initial = {
+        field: request.GET[key]
+        for key, field in (("tierconfig", "tier_config"), ("launchprofile", "launch_profile"))
+        if request.GET.get(key, "").isdigit()
+    }
     form = RolloutForm(request.POST or None, initial=initial)
     if request.method == "POST" and form.is_valid():
         data = dict(form.cleaned_data)
         guard = {k: data.pop(k) for k in list(data) if k.startswith("guard_")}
         try:
             rollout = services.create_rollout(
-                tier_config=data["tier_config"], launch_profile=data["launch_profile"],
-                selection=data["node_selection"], nodes=list(data["nodes"]), label=data["label"],
-                canary_count=data["canary_count"], wave_size=data["wave_size"],
-                convergence_timeout_s=data["convergence_timeout_s"], message=data["message"],
-                user=request.user, request=request, **guard,
+                tier_config=data["tier_config"],
+                launch_profile=data["launch_profile"],
+                selection=data["node_selection"],
+                nodes=list(data["nodes"]),
+                label=data["label"],
+                canary_count=data["canary_count"],
+                wave_size=data["wave_size"],
+                convergence_timeout_s=data["convergence_timeout_s"],
+                message=data["message"],
+                user=request.user,
+                request=request,
+                **guard,
             )
         except services.RolloutError as exc:
             form.add_error(exc.field if exc.field in form.fields else None, exc.message)
@@ -101,8 +142,12 @@ def rollout_create(request: HttpRequest) -> HttpResponse:
 @require_GET
 def rollout_detail(request: HttpRequest, pk: int) -> HttpResponse:
     require_role(request, VIEWER)
-    rollout = get_object_or_404(Rollout.objects.select_related(
-        "tier_config", "launch_profile", "created_by", "rollback_of"), pk=pk)
+    rollout = get_object_or_404(
+        Rollout.objects.select_related(
+            "tier_config", "launch_profile", "created_by", "rollback_of"
+        ),
+        pk=pk,
+    )
     context = _live_context(request, rollout)
     context.update(diffs=_diffs(rollout), rollbacks=list(rollout.rollbacks.order_by("-created_at")))
     return render(request, "tuning/rollout_detail.html", context)
@@ -113,7 +158,9 @@ def rollout_detail(request: HttpRequest, pk: int) -> HttpResponse:
 def rollout_live(request: HttpRequest, pk: int) -> HttpResponse:
     """The fragment live.js swaps in every second: state, nodes, timeline."""
     require_role(request, VIEWER)
-    rollout = get_object_or_404(Rollout.objects.select_related("tier_config", "launch_profile"), pk=pk)
+    rollout = get_object_or_404(
+        Rollout.objects.select_related("tier_config", "launch_profile"), pk=pk
+    )
     return render(request, "tuning/_rollout_live.html", _live_context(request, rollout))
 
 
@@ -148,7 +195,7 @@ def rollout_rollback(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_POST
 def version_rollback(request: HttpRequest, kind: str, pk: int) -> HttpResponse:
-    """"Roll back to the previous version" on a tier config or launch profile page."""
+    """ "Roll back to the previous version" on a tier config or launch profile page."""
     require_role(request, OPERATOR)
     models = {"tierconfig": TierConfigVersion, "launchprofile": LaunchProfileVersion}
     if kind not in models:

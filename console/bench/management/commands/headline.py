@@ -26,10 +26,10 @@ from django.urls import reverse
 from console.bench import services
 from console.bench.choices import RunStatus
 from console.bench.execution import store_result
-from console.bench.loadgen import RequestSample, RunResult
 from console.bench.models import BenchmarkRun
 from console.fleet.choices import EndpointKind
 from console.fleet.models import Endpoint
+from loadgen import RequestSample, RunResult
 
 
 def _dt(unix: float) -> datetime:
@@ -37,7 +37,11 @@ def _dt(unix: float) -> datetime:
 
 
 def flags_to_args(flags: list[str]) -> dict[str, Any]:
-    """`--max-num-seqs 32 --enable-prefix-caching` -> {"max_num_seqs": 32, "enable_prefix_caching": True}."""
+    """Engine flags to launch args.
+
+    `--max-num-seqs 32 --enable-prefix-caching`
+    -> {"max_num_seqs": 32, "enable_prefix_caching": True}
+    """
     args: dict[str, Any] = {}
     i = 0
     while i < len(flags):
@@ -82,7 +86,11 @@ def snapshot(doc: dict[str, Any], arm: dict[str, Any], endpoint: Endpoint) -> di
         "launch_profile": None, "launch_profile_applied": False,
         "engine": {"model": endpoint.default_model, "args": flags_to_args(arm["engine_flags"]),
                    "simulated": True},
-        "gpu": {"models": [arm["engine"].get("gpu") or "simulated"], "count": 1, "source": "simulated"},
+        "gpu": {
+            "models": [arm["engine"].get("gpu") or "simulated"],
+            "count": 1,
+            "source": "simulated",
+        },
     }  # fmt: skip
     return {
         "taken_at": _dt(doc["started_at"]).isoformat(),
@@ -151,8 +159,11 @@ class Command(BaseCommand):
             else:
                 kwargs["type"] = action.type
             parser.add_argument(*action.option_strings, **kwargs)
-        parser.add_argument("--from-workdir", type=Path,
-                            help="store the arms of a finished experiment folder; run nothing")  # fmt: skip
+        parser.add_argument(
+            "--from-workdir",
+            type=Path,
+            help="store the arms of a finished experiment folder; run nothing",
+        )
 
     def handle(self, *args: Any, **opts: Any) -> None:
         workdir = opts["from_workdir"]

@@ -48,7 +48,9 @@ class Command(BaseCommand):
         with transaction.atomic():
             user = User.objects.filter(username=opts["username"]).first()
             if user is not None and not opts["update"]:
-                raise CommandError(f"username: {opts['username']!r} exists (use --update to change it)")
+                raise CommandError(
+                    f"username: {opts['username']!r} exists (use --update to change it)"
+                )
             if user is None:
                 user = User(username=opts["username"], email=opts["email"])
             user.set_password(password)

@@ -21,21 +21,31 @@ from console.core.roles import ensure_role_groups
 
 
 class Command(BaseCommand):
-    help = "Run the whole product on embedded defaults (console, worker, agents, simulated engines)."
+    help = (
+        "Run the whole product on embedded defaults (console, worker, agents, simulated engines)."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--host", default=os.environ.get("TIERGATE_DEMO_HOST", "127.0.0.1"))
-        parser.add_argument("--port", type=int, default=int(os.environ.get("TIERGATE_DEMO_PORT", "8000")))
-        parser.add_argument("--no-processes", action="store_true", help="set up only, start nothing")
+        parser.add_argument(
+            "--port", type=int, default=int(os.environ.get("TIERGATE_DEMO_PORT", "8000"))
+        )
+        parser.add_argument(
+            "--no-processes", action="store_true", help="set up only, start nothing"
+        )
 
     def handle(self, *args: Any, **opts: Any) -> None:
         call_command("migrate", interactive=False, verbosity=0)
         ensure_role_groups()
         admin, password = self._demo_admin()
-        ctx = DemoContext(host=opts["host"], port=opts["port"], data_dir=settings.DATA_DIR, admin=admin)
+        ctx = DemoContext(
+            host=opts["host"], port=opts["port"], data_dir=settings.DATA_DIR, admin=admin
+        )
         notes = run_seeders(ctx)
         self.stdout.write(self.style.SUCCESS(f"Tiergate demo: {ctx.console_url}/"))
-        self.stdout.write(f"  sign in as: admin / {password}   (saved in {settings.DATA_DIR / 'demo-admin.txt'})")
+        self.stdout.write(
+            f"  sign in as: admin / {password}   (saved in {settings.DATA_DIR / 'demo-admin.txt'})"
+        )
         for note in notes:
             self.stdout.write(f"  {note}")
         if opts["no_processes"]:
@@ -81,7 +91,9 @@ class Command(BaseCommand):
             while not stopping:
                 for spec, proc in procs:
                     if proc.poll() is not None:
-                        self.stderr.write(f"{spec.name} exited with code {proc.returncode}; stopping the demo")
+                        self.stderr.write(
+                            f"{spec.name} exited with code {proc.returncode}; stopping the demo"
+                        )
                         stopping = True
                         break
                 time.sleep(0.5)

@@ -6,7 +6,7 @@ the streams over processes bounds that burst per loop. The parent only starts th
 relays progress and cancel, and merges their samples; every figure is recomputed from the
 merged samples.
 
-Child protocol (`python -m console.bench.loadgen.shards`): one JSON object on stdin
+Child protocol (`python -m loadgen.shards`): one JSON object on stdin
 (`{"spec": {...}, "start_at": unix}`), JSON lines on stdout (`{"progress": {...}}` ...,
 then `{"result": {...}}`); SIGTERM cancels.
 """
@@ -24,9 +24,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from console.bench.loadgen import stats
-from console.bench.loadgen.spec import Stage, WorkloadSpec
-from console.bench.loadgen.types import Progress, RequestSample, RunResult
+from loadgen import stats
+from loadgen.spec import Stage, WorkloadSpec
+from loadgen.types import Progress, RequestSample, RunResult
 
 START_MARGIN_S = 1.5  # time for every shard to import and open its loop before the start
 SEED_STRIDE = 1000
@@ -126,7 +126,7 @@ async def run_sharded(
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
-            "console.bench.loadgen.shards",
+            "loadgen.shards",
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             limit=1 << 30,
@@ -213,7 +213,7 @@ def _combine(progress: list[Progress]) -> Progress:
 
 
 async def _child() -> None:
-    from console.bench.loadgen.runner import run_workload
+    from loadgen.runner import run_workload
 
     payload = json.loads(sys.stdin.readline())
     spec = WorkloadSpec.from_dict(payload["spec"])
@@ -236,7 +236,7 @@ async def _child() -> None:
 
 
 if __name__ == "__main__":
-    from console.bench.loadgen.cli import _runner
+    from loadgen.cli import _runner
 
     with _runner() as child_runner:
         child_runner.run(_child())

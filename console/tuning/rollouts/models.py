@@ -24,22 +24,35 @@ from console.tuning.rollouts.choices import (
     RolloutState,
 )
 
-_VERSION_FK: dict[str, Any] = {"null": True, "blank": True, "on_delete": models.PROTECT, "related_name": "+"}
+_VERSION_FK: dict[str, Any] = {
+    "null": True,
+    "blank": True,
+    "on_delete": models.PROTECT,
+    "related_name": "+",
+}
 
 
 class RolloutQuerySet(models.QuerySet["Rollout"]):
     def with_progress(self) -> RolloutQuerySet:
         """Newest first, with `node_count` and `nodes_done` (applied and healthy) per rollout."""
-        return self.select_related("tier_config", "launch_profile", "created_by").annotate(
-            node_count=models.Count("nodes"),
-            nodes_done=models.Count("nodes", filter=models.Q(nodes__state=NodeState.HEALTHY)),
-        ).order_by("-created_at", "-id")
+        return (
+            self.select_related("tier_config", "launch_profile", "created_by")
+            .annotate(
+                node_count=models.Count("nodes"),
+                nodes_done=models.Count("nodes", filter=models.Q(nodes__state=NodeState.HEALTHY)),
+            )
+            .order_by("-created_at", "-id")
+        )
 
 
 class Rollout(models.Model):
     kind = models.CharField(max_length=10, choices=RolloutKind.choices, default=RolloutKind.ROLLOUT)
     rollback_of = models.ForeignKey(
-        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="rollbacks",
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="rollbacks",
     )
     # The headline target; None on a rollback whose nodes go back to different versions
     # (each RolloutNode holds its own target).
@@ -48,25 +61,41 @@ class Rollout(models.Model):
     message = models.CharField(max_length=500, blank=True)
 
     # How the nodes were chosen, as the operator said it (the resolved list is RolloutNode).
-    node_selection = models.CharField(max_length=10, choices=NodeSelection.choices, default=NodeSelection.ALL)
+    node_selection = models.CharField(
+        max_length=10, choices=NodeSelection.choices, default=NodeSelection.ALL
+    )
     label = models.CharField(max_length=100, blank=True)
 
-    canary_count = models.PositiveIntegerField(default=1, help_text="Nodes in the first wave; 0: no canary")
-    wave_size = models.PositiveIntegerField(default=0, help_text="Nodes per later wave; 0: all the rest at once")
-    convergence_timeout_s = models.FloatField(default=120.0, help_text="Per wave, to applied and healthy")
+    canary_count = models.PositiveIntegerField(
+        default=1, help_text="Nodes in the first wave; 0: no canary"
+    )
+    wave_size = models.PositiveIntegerField(
+        default=0, help_text="Nodes per later wave; 0: all the rest at once"
+    )
+    convergence_timeout_s = models.FloatField(
+        default=120.0, help_text="Per wave, to applied and healthy"
+    )
     guard_max_ttft_p99_regression_pct = models.FloatField(null=True, blank=True)
-    guard_max_error_rate = models.FloatField(null=True, blank=True, help_text="0-1, errors and rejections")
+    guard_max_error_rate = models.FloatField(
+        null=True, blank=True, help_text="0-1, errors and rejections"
+    )
     guard_window_s = models.FloatField(default=30.0, help_text="Observation window after each wave")
-    guard_tier = models.CharField(max_length=50, default="online", help_text="Tier whose TTFT P99 is guarded")
+    guard_tier = models.CharField(
+        max_length=50, default="online", help_text="Tier whose TTFT P99 is guarded"
+    )
 
-    state = models.CharField(max_length=15, choices=RolloutState.choices, default=RolloutState.PENDING)
+    state = models.CharField(
+        max_length=15, choices=RolloutState.choices, default=RolloutState.PENDING
+    )
     reason = models.TextField(blank=True, help_text="Why it ended (or is rolling back) this way")
     # While rolling back: the state to end in (rolled_back, aborted or failed).
     outcome = models.CharField(max_length=15, choices=RolloutState.choices, blank=True)
     abort_requested = models.BooleanField(default=False)
     current_wave = models.PositiveIntegerField(default=0)
     wave_started_at = models.DateTimeField(null=True, blank=True)
-    guard_since = models.DateTimeField(null=True, blank=True, help_text="Start of the current wave's window")
+    guard_since = models.DateTimeField(
+        null=True, blank=True, help_text="Start of the current wave's window"
+    )
     revert_started_at = models.DateTimeField(null=True, blank=True)
 
     # The worker executing it holds a lease it renews; an expired lease lets another resume.
@@ -74,7 +103,11 @@ class Rollout(models.Model):
     lease_until = models.DateTimeField(null=True, blank=True)
 
     created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
     )
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     started_at = models.DateTimeField(null=True, blank=True)
@@ -96,11 +129,17 @@ class Rollout(models.Model):
     @property
     def can_roll_back(self) -> bool:
         """A finished rollout (not a rollback: undo that with a new rollout) can be undone."""
-        return self.kind == RolloutKind.ROLLOUT and self.state in (RolloutState.SUCCEEDED, RolloutState.FAILED)
+        return self.kind == RolloutKind.ROLLOUT and self.state in (
+            RolloutState.SUCCEEDED,
+            RolloutState.FAILED,
+        )
 
     @property
     def has_guard(self) -> bool:
-        return self.guard_max_ttft_p99_regression_pct is not None or self.guard_max_error_rate is not None
+        return (
+            self.guard_max_ttft_p99_regression_pct is not None
+            or self.guard_max_error_rate is not None
+        )
 
     @property
     def target_label(self) -> str:
@@ -109,13 +148,20 @@ class Rollout(models.Model):
 
     def audit_dict(self) -> dict[str, Any]:
         return {
-            "kind": self.kind, "rollback_of": self.rollback_of_id, "tier_config": self.tier_config_id,
-            "launch_profile": self.launch_profile_id, "node_selection": self.node_selection,
-            "label": self.label, "canary_count": self.canary_count, "wave_size": self.wave_size,
+            "kind": self.kind,
+            "rollback_of": self.rollback_of_id,
+            "tier_config": self.tier_config_id,
+            "launch_profile": self.launch_profile_id,
+            "node_selection": self.node_selection,
+            "label": self.label,
+            "canary_count": self.canary_count,
+            "wave_size": self.wave_size,
             "convergence_timeout_s": self.convergence_timeout_s,
             "guard_max_ttft_p99_regression_pct": self.guard_max_ttft_p99_regression_pct,
-            "guard_max_error_rate": self.guard_max_error_rate, "guard_window_s": self.guard_window_s,
-            "state": self.state, "reason": self.reason,
+            "guard_max_error_rate": self.guard_max_error_rate,
+            "guard_window_s": self.guard_window_s,
+            "state": self.state,
+            "reason": self.reason,
         }
 
 
@@ -136,7 +182,9 @@ class RolloutNode(models.Model):
     applying_at = models.DateTimeField(null=True, blank=True)
     applied_at = models.DateTimeField(null=True, blank=True)
     healthy_at = models.DateTimeField(null=True, blank=True)
-    reverted_at = models.DateTimeField(null=True, blank=True, help_text="When its previous versions were set back")
+    reverted_at = models.DateTimeField(
+        null=True, blank=True, help_text="When its previous versions were set back"
+    )
 
     class Meta:
         ordering = ["rollout", "position"]
@@ -156,7 +204,9 @@ class RolloutEvent(models.Model):
     rollout = models.ForeignKey(Rollout, on_delete=models.CASCADE, related_name="events")
     ts = models.DateTimeField()
     level = models.CharField(max_length=10, choices=EventLevel.choices, default=EventLevel.INFO)
-    node = models.ForeignKey("fleet.Node", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    node = models.ForeignKey(
+        "fleet.Node", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     message = models.TextField()
 
     class Meta:
@@ -166,12 +216,21 @@ class RolloutEvent(models.Model):
         return f"{self.ts.isoformat()} {self.message[:60]}"
 
 
-def event(rollout: Rollout | int, message: str, *, level: str = EventLevel.INFO, node: Any = None,
-          now: datetime | None = None) -> RolloutEvent:
+def event(
+    rollout: Rollout | int,
+    message: str,
+    *,
+    level: str = EventLevel.INFO,
+    node: Any = None,
+    now: datetime | None = None,
+) -> RolloutEvent:
     from django.utils import timezone
 
     rollout_id = rollout if isinstance(rollout, int) else rollout.pk
     return RolloutEvent.objects.create(
-        rollout_id=rollout_id, ts=now or timezone.now(), level=level, message=message,
+        rollout_id=rollout_id,
+        ts=now or timezone.now(),
+        level=level,
+        message=message,
         node_id=getattr(node, "pk", node),
     )

@@ -6,7 +6,7 @@ request arrives, then one chunk every `itl` (or `burst` chunks per write). It re
 response id, the server-side arrival time and the time the first content chunk was written,
 served at `GET /ground-truth`. Used by tests/loadgen and perf/bench_loadgen.py.
 
-    python -m console.bench.loadgen.refserver --port 0 --ttft-ms 20 --itl-ms 5
+    python -m loadgen.refserver --port 0 --ttft-ms 20 --itl-ms 5
     (prints "PORT <n>" once listening)
 """
 
@@ -182,7 +182,7 @@ async def serve(schedule: Schedule, host: str, port: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(prog="python -m console.bench.loadgen.refserver")
+    p = argparse.ArgumentParser(prog="python -m loadgen.refserver")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=0)
     p.add_argument("--ttft-ms", type=float, default=20.0)

@@ -1,4 +1,4 @@
-"""`python -m console.bench.loadgen ...`: run a workload, print a table, write JSON."""
+"""`python -m loadgen ...`: run a workload, print a table, write JSON."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from console.bench.loadgen.prompts import load_prompts_file
-from console.bench.loadgen.runner import run_workload
-from console.bench.loadgen.spec import (
+from loadgen.prompts import load_prompts_file
+from loadgen.runner import run_workload
+from loadgen.spec import (
     TIER_HEADER_DEFAULT,
     SpecError,
     WorkloadSpec,
@@ -22,13 +22,13 @@ from console.bench.loadgen.spec import (
     parse_tier_mix,
     parse_tier_priority,
 )
-from console.bench.loadgen.stats import OVERALL
-from console.bench.loadgen.types import Progress, RunResult
+from loadgen.stats import OVERALL
+from loadgen.types import Progress, RunResult
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m console.bench.loadgen",
+        prog="python -m loadgen",
         description="Streaming load generator for OpenAI-compatible endpoints (vLLM, Tiergate).",
     )
     p.add_argument("--base-url", required=True, help="e.g. http://127.0.0.1:8000/v1")

@@ -14,11 +14,11 @@ import json
 import time
 from typing import Any
 
-from console.bench.loadgen.prompts import PlannedRequest
-from console.bench.loadgen.sse import SSEDecoder
-from console.bench.loadgen.stats import itl_stats
-from console.bench.loadgen.types import RequestSample
-from console.bench.loadgen.wire import Pool, WireError
+from loadgen.prompts import PlannedRequest
+from loadgen.sse import SSEDecoder
+from loadgen.stats import itl_stats
+from loadgen.types import RequestSample
+from loadgen.wire import Pool, WireError
 
 ERROR_TEXT_LIMIT = 500
 MAX_OTHER_BODY = 16 * 1024 * 1024  # a non-streamed or error body larger than this is cut

@@ -12,16 +12,16 @@ from collections.abc import Callable
 
 import numpy as np
 
-from console.bench.loadgen import stats
-from console.bench.loadgen.client import (
+from loadgen import stats
+from loadgen.client import (
     endpoint_url,
     request_headers,
     send_request,
 )
-from console.bench.loadgen.prompts import RequestFactory
-from console.bench.loadgen.spec import WorkloadSpec
-from console.bench.loadgen.types import Progress, RequestSample, RunResult
-from console.bench.loadgen.wire import Pool
+from loadgen.prompts import RequestFactory
+from loadgen.spec import WorkloadSpec
+from loadgen.types import Progress, RequestSample, RunResult
+from loadgen.wire import Pool
 
 LOOP_TICK_S = 0.010
 PROGRESS_INTERVAL_S = 0.5
@@ -212,7 +212,7 @@ async def run_workload(
 ) -> RunResult:
     """Run the workload and return its samples, summaries and validity checks."""
     if spec.processes > 1:
-        from console.bench.loadgen.shards import run_sharded
+        from loadgen.shards import run_sharded
 
         event = cancel_event
         return await run_sharded(

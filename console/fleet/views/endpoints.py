@@ -23,18 +23,37 @@ from console.fleet.models import Endpoint
 @login_required
 def endpoint_list(request: HttpRequest) -> HttpResponse:
     require_role(request, VIEWER)
-    return render(request, "fleet/endpoint_list.html", {
-        "endpoints": Endpoint.objects.select_related("node"), "is_admin": has_role(request.user, ADMIN),
-    })
+    return render(
+        request,
+        "fleet/endpoint_list.html",
+        {
+            "endpoints": Endpoint.objects.select_related("node"),
+            "is_admin": has_role(request.user, ADMIN),
+        },
+    )
 
 
-def _detail(request: HttpRequest, endpoint: Endpoint, steps: list[dict[str, Any]] | None = None) -> HttpResponse:
-    env = render_env(endpoint.name, endpoint.base_url, endpoint.api_key_masked, list(endpoint.models),
-                     endpoint.default_model)
-    return render(request, "fleet/endpoint_detail.html", {
-        "endpoint": endpoint, "env": env, "steps": steps,
-        "is_admin": has_role(request.user, ADMIN), "is_operator": has_role(request.user, OPERATOR),
-    })
+def _detail(
+    request: HttpRequest, endpoint: Endpoint, steps: list[dict[str, Any]] | None = None
+) -> HttpResponse:
+    env = render_env(
+        endpoint.name,
+        endpoint.base_url,
+        endpoint.api_key_masked,
+        list(endpoint.models),
+        endpoint.default_model,
+    )
+    return render(
+        request,
+        "fleet/endpoint_detail.html",
+        {
+            "endpoint": endpoint,
+            "env": env,
+            "steps": steps,
+            "is_admin": has_role(request.user, ADMIN),
+            "is_operator": has_role(request.user, OPERATOR),
+        },
+    )
 
 
 @require_GET
@@ -104,8 +123,9 @@ def endpoint_import(request: HttpRequest) -> HttpResponse:
     form = EnvImportForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         try:
-            found = services.import_env(form.cleaned_data["text"], request.user, request,
-                                        kind=form.cleaned_data["kind"])
+            found = services.import_env(
+                form.cleaned_data["text"], request.user, request, kind=form.cleaned_data["kind"]
+            )
         except (services.FleetError, EnvError) as exc:
             form.add_error("text", str(exc))
         else:

@@ -19,9 +19,9 @@ from rest_framework.response import Response
 from console.core.roles import OPERATOR
 from console.fleet.models import Node
 from console.tuning.models import LaunchProfileVersion, TierConfigVersion
-from console.tuning.models_rollouts import Rollout, RolloutEvent, RolloutNode
 from console.tuning.rollouts import services
 from console.tuning.rollouts.choices import NodeSelection
+from console.tuning.rollouts.models import Rollout, RolloutEvent, RolloutNode
 
 
 class RolloutNodeSerializer(serializers.ModelSerializer):
@@ -29,14 +29,28 @@ class RolloutNodeSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = RolloutNode
-        fields = ["node", "node_name", "wave", "state", "error", "target_tier_config", "target_launch_profile",
-                  "prev_tier_config", "prev_launch_profile", "applying_at", "applied_at", "healthy_at",
-                  "reverted_at"]
+        fields = [
+            "node",
+            "node_name",
+            "wave",
+            "state",
+            "error",
+            "target_tier_config",
+            "target_launch_profile",
+            "prev_tier_config",
+            "prev_launch_profile",
+            "applying_at",
+            "applied_at",
+            "healthy_at",
+            "reverted_at",
+        ]
         read_only_fields = fields
 
 
 class RolloutEventSerializer(serializers.ModelSerializer):
-    node_name = serializers.CharField(source="node.name", read_only=True, allow_null=True, default=None)
+    node_name = serializers.CharField(
+        source="node.name", read_only=True, allow_null=True, default=None
+    )
 
     class Meta:
         model = RolloutEvent
@@ -45,11 +59,34 @@ class RolloutEventSerializer(serializers.ModelSerializer):
 
 
 _FIELDS = [
-    "id", "url", "display", "kind", "rollback_of", "tier_config", "launch_profile", "target", "message",
-    "node_selection", "label", "canary_count", "wave_size", "convergence_timeout_s",
-    "guard_max_ttft_p99_regression_pct", "guard_max_error_rate", "guard_window_s", "guard_tier",
-    "state", "reason", "abort_requested", "current_wave", "node_count", "nodes_done",
-    "created_by", "created_at", "started_at", "finished_at",
+    "id",
+    "url",
+    "display",
+    "kind",
+    "rollback_of",
+    "tier_config",
+    "launch_profile",
+    "target",
+    "message",
+    "node_selection",
+    "label",
+    "canary_count",
+    "wave_size",
+    "convergence_timeout_s",
+    "guard_max_ttft_p99_regression_pct",
+    "guard_max_error_rate",
+    "guard_window_s",
+    "guard_tier",
+    "state",
+    "reason",
+    "abort_requested",
+    "current_wave",
+    "node_count",
+    "nodes_done",
+    "created_by",
+    "created_at",
+    "started_at",
+    "finished_at",
 ]
 
 
@@ -78,27 +115,48 @@ class RolloutDetailSerializer(RolloutSerializer):
 
 class RolloutCreateSerializer(serializers.Serializer):
     tier_config = serializers.PrimaryKeyRelatedField(
-        queryset=TierConfigVersion.objects.all(), required=False, allow_null=True,
+        queryset=TierConfigVersion.objects.all(),
+        required=False,
+        allow_null=True,
         help_text="Tier config version to roll out (this and/or launch_profile).",
     )
     launch_profile = serializers.PrimaryKeyRelatedField(
-        queryset=LaunchProfileVersion.objects.all(), required=False, allow_null=True,
+        queryset=LaunchProfileVersion.objects.all(),
+        required=False,
+        allow_null=True,
         help_text="Launch profile version to roll out; engines restart one wave at a time.",
     )
-    node_selection = serializers.ChoiceField(choices=NodeSelection.choices, default=NodeSelection.ALL)
-    nodes = serializers.PrimaryKeyRelatedField(
-        queryset=Node.objects.all(), many=True, required=False, help_text="With node_selection=nodes.",
+    node_selection = serializers.ChoiceField(
+        choices=NodeSelection.choices, default=NodeSelection.ALL
     )
-    label = serializers.CharField(required=False, allow_blank=True, max_length=100,
-                                  help_text="With node_selection=label.")
+    nodes = serializers.PrimaryKeyRelatedField(
+        queryset=Node.objects.all(),
+        many=True,
+        required=False,
+        help_text="With node_selection=nodes.",
+    )
+    label = serializers.CharField(
+        required=False, allow_blank=True, max_length=100, help_text="With node_selection=label."
+    )
     canary_count = serializers.IntegerField(default=1, min_value=0, max_value=10_000)
-    wave_size = serializers.IntegerField(default=0, min_value=0, max_value=10_000,
-                                         help_text="Nodes per wave after the canaries; 0: all the rest at once.")
-    convergence_timeout_s = serializers.FloatField(default=services.DEFAULT_TIMEOUT_S, min_value=1,
-                                                   max_value=services.MAX_TIMEOUT_S)
-    guard_max_ttft_p99_regression_pct = serializers.FloatField(required=False, allow_null=True, min_value=0)
-    guard_max_error_rate = serializers.FloatField(required=False, allow_null=True, min_value=0, max_value=1)
-    guard_window_s = serializers.FloatField(default=30.0, min_value=1, max_value=services.MAX_WINDOW_S)
+    wave_size = serializers.IntegerField(
+        default=0,
+        min_value=0,
+        max_value=10_000,
+        help_text="Nodes per wave after the canaries; 0: all the rest at once.",
+    )
+    convergence_timeout_s = serializers.FloatField(
+        default=services.DEFAULT_TIMEOUT_S, min_value=1, max_value=services.MAX_TIMEOUT_S
+    )
+    guard_max_ttft_p99_regression_pct = serializers.FloatField(
+        required=False, allow_null=True, min_value=0
+    )
+    guard_max_error_rate = serializers.FloatField(
+        required=False, allow_null=True, min_value=0, max_value=1
+    )
+    guard_window_s = serializers.FloatField(
+        default=30.0, min_value=1, max_value=services.MAX_WINDOW_S
+    )
     guard_tier = serializers.CharField(default="online", max_length=50)
     message = serializers.CharField(required=False, allow_blank=True, max_length=500)
 
@@ -126,7 +184,9 @@ class RolloutViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.
 
     def _detail(self, rollout: Rollout, code: int = status.HTTP_200_OK) -> Response:
         obj = self.get_queryset().prefetch_related("nodes__node", "events__node").get(pk=rollout.pk)
-        return Response(RolloutDetailSerializer(obj, context=self.get_serializer_context()).data, status=code)
+        return Response(
+            RolloutDetailSerializer(obj, context=self.get_serializer_context()).data, status=code
+        )
 
     @extend_schema(request=RolloutCreateSerializer, responses={201: RolloutDetailSerializer})
     def create(self, request: Request) -> Response:
@@ -136,9 +196,13 @@ class RolloutViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.
         data = dict(form.validated_data)
         try:
             rollout = services.create_rollout(
-                tier_config=data.pop("tier_config", None), launch_profile=data.pop("launch_profile", None),
-                selection=data.pop("node_selection"), nodes=data.pop("nodes", []),
-                user=request.user, request=request, **data,
+                tier_config=data.pop("tier_config", None),
+                launch_profile=data.pop("launch_profile", None),
+                selection=data.pop("node_selection"),
+                nodes=data.pop("nodes", []),
+                user=request.user,
+                request=request,
+                **data,
             )
         except services.RolloutError as exc:
             _raise(exc)

@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from console.bench.loadgen.spec import WorkloadSpec
-from console.bench.loadgen.types import ItlStats, RequestSample
+from loadgen.spec import WorkloadSpec
+from loadgen.types import ItlStats, RequestSample
 
 PERCENTILES = (50, 90, 99)
 OVERALL = "overall"

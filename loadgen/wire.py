@@ -43,7 +43,9 @@ class ConnectError(WireError):
     pass
 
 
-def request_head(method: str, target: str, host: str, headers: dict[str, str], length: int) -> bytes:
+def request_head(
+    method: str, target: str, host: str, headers: dict[str, str], length: int
+) -> bytes:
     """The request line and headers; a value with a line break (header injection) is refused."""
     lines = [f"{method} {target} HTTP/1.1", f"Host: {host}", f"Content-Length: {length}"]
     for name, value in headers.items():

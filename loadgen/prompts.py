@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from console.bench.loadgen.spec import SpecError, WorkloadSpec
+from loadgen.spec import SpecError, WorkloadSpec
 
 # Short words that are one token in common BPE vocabularies.
 _WORD_TEXT = (

@@ -1,0 +1,1 @@
+"""REST API of rollouts: views.py (the viewset and its serializers)."""
