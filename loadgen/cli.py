@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from loadgen.loops import new_runner
 from loadgen.prompts import load_prompts_file
 from loadgen.runner import run_workload
 from loadgen.spec import (
@@ -187,15 +188,6 @@ async def _run(spec: WorkloadSpec, quiet: bool) -> RunResult:
     return await run_workload(spec, on_progress=progress, cancel_event=cancel)
 
 
-def _runner() -> asyncio.Runner:
-    try:
-        import uvloop  # the cheaper loop keeps the client's own overhead low
-
-        return asyncio.Runner(loop_factory=uvloop.new_event_loop)
-    except ImportError:
-        return asyncio.Runner()
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -208,7 +200,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = Path(args.json_path) if args.json_path else None
     if out is not None and not os.access(out.parent, os.W_OK):
         parser.error(f"--json: cannot write into {out.parent}")  # before the run, not after it
-    with _runner() as runner:
+    with new_runner() as runner:
         result = runner.run(_run(spec, args.quiet))
     if not args.quiet and sys.stderr.isatty():
         sys.stderr.write("\n")

@@ -23,6 +23,8 @@ from typing import Any
 
 from aiohttp import web
 
+from loadgen.loops import new_runner
+
 
 @dataclass(frozen=True, slots=True)
 class Schedule:
@@ -198,13 +200,7 @@ def main(argv: list[str] | None = None) -> None:
         not args.no_usage,
         args.jitter_ms / 1000,
     )
-    try:
-        import uvloop
-
-        runner_factory = uvloop.new_event_loop
-    except ImportError:  # pragma: no cover
-        runner_factory = None
-    with asyncio.Runner(loop_factory=runner_factory) as runner:
+    with new_runner() as runner:
         runner.run(serve(schedule, args.host, args.port))
 
 

@@ -6,9 +6,9 @@ the streams over processes bounds that burst per loop. The parent only starts th
 relays progress and cancel, and merges their samples; every figure is recomputed from the
 merged samples.
 
-Child protocol (`python -m loadgen.shards`): one JSON object on stdin
-(`{"spec": {...}, "start_at": unix}`), JSON lines on stdout (`{"progress": {...}}` ...,
-then `{"result": {...}}`); SIGTERM cancels.
+Each shard is a `python -m loadgen.shard_child` process (its protocol is described there). The
+parent side here never imports the runner: the runner calls this module, the shard process
+calls the runner.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ import dataclasses
 import json
 import signal
 import sys
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -30,6 +29,7 @@ from loadgen.types import Progress, RequestSample, RunResult
 
 START_MARGIN_S = 1.5  # time for every shard to import and open its loop before the start
 SEED_STRIDE = 1000
+SHARD_MODULE = "loadgen.shard_child"  # the child process's entry point
 
 
 def _share(total: int, parts: int, i: int) -> int:
@@ -126,7 +126,7 @@ async def run_sharded(
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
-            "loadgen.shards",
+            SHARD_MODULE,
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             limit=1 << 30,
@@ -210,33 +210,3 @@ def _combine(progress: list[Progress]) -> Progress:
         errors=sum(p.errors for p in progress),
         current_p99_ttft_s=max(p99s) if p99s else None,
     )
-
-
-async def _child() -> None:
-    from loadgen.runner import run_workload
-
-    payload = json.loads(sys.stdin.readline())
-    spec = WorkloadSpec.from_dict(payload["spec"])
-    cancel = asyncio.Event()
-    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, cancel.set)
-    await asyncio.sleep(max(payload["start_at"] - time.time(), 0))
-
-    lock = threading.Lock()  # progress comes from worker threads, the result from here
-
-    def report(progress: Progress) -> None:
-        line = json.dumps({"progress": dataclasses.asdict(progress)})
-        with lock:
-            sys.stdout.write(line + "\n")
-            sys.stdout.flush()
-
-    result = await run_workload(spec, on_progress=report, cancel_event=cancel)
-    with lock:
-        sys.stdout.write(json.dumps({"result": result.to_json_dict()}) + "\n")
-        sys.stdout.flush()
-
-
-if __name__ == "__main__":
-    from loadgen.cli import _runner
-
-    with _runner() as child_runner:
-        child_runner.run(_child())

@@ -178,9 +178,9 @@ def bench_clients(quick: bool) -> None:
 
 
 def _uvloop_run(coro: Any) -> Any:
-    from loadgen.cli import _runner  # uvloop when installed, as the CLI runs
+    from loadgen.loops import new_runner  # uvloop when installed, as the CLI runs
 
-    with _runner() as runner:
+    with new_runner() as runner:
         return runner.run(coro)
 
 
