@@ -14,6 +14,6 @@ class FleetConfig(AppConfig):
         from console.core.demo import DEMO_SEEDERS
         from console.fleet.api import schema  # noqa: F401  (registers the OpenAPI extension)
 
-        # After tuning's seeder (which inserts itself first): the nodes want its "default" config.
+        # First: other apps' demo data (the tuning app's desired versions) refers to the nodes.
         if DEMO_SEEDER not in DEMO_SEEDERS:
-            DEMO_SEEDERS.append(DEMO_SEEDER)
+            DEMO_SEEDERS.insert(0, DEMO_SEEDER)

@@ -7,9 +7,8 @@ reads to start one agent and one simulated engine per node:
      {"name": "demo-node-2", "token": "tgn_...", "engine_port": 8102, "agent_port": 9102}]
 
 Only the tokens' hashes are in the database. Idempotent: a node whose token in the file still
-matches keeps it; otherwise a fresh token is made and the file rewritten. Both nodes are set to
-want version 1 of the "default" tier config when the tuning app has made one, so the demo's
-later versions are there to be rolled out (and rolled back).
+matches keeps it; otherwise a fresh token is made and the file rewritten. The tuning app's
+seeder, which runs after this one, sets what versions they want.
 """
 
 from __future__ import annotations
@@ -24,7 +23,6 @@ from console.fleet.models import Node
 
 DEMO_NODES = [("demo-node-1", 8101, 9101), ("demo-node-2", 8102, 9102)]
 DEMO_FILE = "demo-nodes.json"
-DEMO_TIER_CONFIG = "default"
 
 
 def _saved_tokens() -> dict[str, str]:
@@ -38,8 +36,6 @@ def _saved_tokens() -> dict[str, str]:
 
 
 def seed(ctx: Any) -> list[str]:
-    from console.tuning.models import TierConfigVersion
-
     admin = getattr(ctx, "admin", None)
     saved = _saved_tokens()
     entries: list[dict[str, Any]] = []
@@ -58,13 +54,4 @@ def seed(ctx: Any) -> list[str]:
     path = settings.DATA_DIR / DEMO_FILE
     path.write_text(json.dumps(entries, indent=2) + "\n", encoding="utf-8")
     path.chmod(0o600)
-    # Nodes start on v1, so the demo's v2 is there to be rolled out (and rolled back).
-    first = TierConfigVersion.objects.filter(name=DEMO_TIER_CONFIG).order_by("version").first()
-    if first is not None:
-        services.set_desired(
-            [n for n in nodes if n.desired_tier_config_id is None],
-            tier_config=first,
-            user=admin,
-            reason="demo",
-        )
     return [f"fleet: nodes {', '.join(n for n, _, _ in DEMO_NODES)} (tokens in {path})"]

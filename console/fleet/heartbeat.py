@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -23,13 +22,9 @@ from django.utils import timezone
 from console.audit.choices import Action
 from console.audit.services import record
 from console.fleet.crypto import sha256_hex
+from console.fleet.desired import desired_reply, known_version
 from console.fleet.models import GatewayKey, Node, TelemetrySample
 from console.fleet.schemas import HeartbeatIn, SampleIn
-
-if TYPE_CHECKING:
-    from console.tuning.models import LaunchProfileVersion
-
-log = logging.getLogger(__name__)
 
 
 def heartbeat_interval_s() -> float:
@@ -102,39 +97,6 @@ def keys_version(keys: list[dict[str, Any]]) -> str:
     return hashlib.sha256(blob).hexdigest()[:32]
 
 
-# --- desired versions ----------------------------------------------------------------------
-
-
-def launch_argv(version: LaunchProfileVersion) -> list[str] | None:
-    """The `vllm serve` argv of a stored profile version, as every page renders it (types only,
-    see LaunchProfileVersion.launch_args); None (and a log line) if even that fails, so one bad
-    profile cannot turn every beat of its nodes into a 500."""
-    try:
-        return version.argv()
-    except ValueError as exc:
-        log.warning("launch profile %s v%s does not render: %s", version.name, version.version, exc)
-        return None
-
-
-def desired_reply(
-    node: Node, applied_tier: int | None, applied_profile: int | None
-) -> dict[str, Any]:
-    """`desired` of the reply: `{"id"}` alone when the agent already runs it, else the content."""
-    tier: dict[str, Any] | None = None
-    if node.desired_tier_config_id is not None:
-        tier = {"id": node.desired_tier_config_id}
-        if node.desired_tier_config_id != applied_tier:
-            version = node.desired_tier_config
-            tier.update(name=version.name, config=version.config)
-    profile: dict[str, Any] | None = None
-    if node.desired_launch_profile_id is not None:
-        profile = {"id": node.desired_launch_profile_id}
-        if node.desired_launch_profile_id != applied_profile:
-            version = node.desired_launch_profile
-            profile.update(name=version.name, args=version.args, argv=launch_argv(version))
-    return {"tier_config": tier, "launch_profile": profile}
-
-
 # --- samples --------------------------------------------------------------------------------
 
 
@@ -205,25 +167,15 @@ def follow_up_interval(desired: dict[str, Any], beat: HeartbeatIn) -> float:
 # --- the beat -------------------------------------------------------------------------------
 
 
-def _known_applied(model: Any, claimed: int | None, stored: int | None) -> int | None:
-    """The applied id to store: an id the console does not know (a version deleted, or an
-    agent pointed at another console) is stored as None rather than breaking the beat."""
-    if claimed is None or claimed == stored:
-        return claimed
-    return claimed if model.objects.filter(pk=claimed).exists() else None
-
-
 def process(node: Node, beat: HeartbeatIn, now: datetime | None = None) -> dict[str, Any]:
     """Store one heartbeat and build the reply. `node` comes from node_for_token."""
-    from console.tuning.models import LaunchProfileVersion, TierConfigVersion
-
     now = now or timezone.now()
     rows = [sample_row(node.pk, s) for s in beat.samples]
-    applied_tier = _known_applied(
-        TierConfigVersion, beat.applied.tier_config, node.applied_tier_config_id
+    applied_tier = known_version(
+        "applied_tier_config", beat.applied.tier_config, node.applied_tier_config_id
     )
-    applied_profile = _known_applied(
-        LaunchProfileVersion, beat.applied.launch_profile, node.applied_launch_profile_id
+    applied_profile = known_version(
+        "applied_launch_profile", beat.applied.launch_profile, node.applied_launch_profile_id
     )
     changes: dict[str, Any] = {
         "mode": beat.mode,

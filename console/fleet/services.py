@@ -35,9 +35,9 @@ from console.audit.choices import Action
 from console.audit.services import record
 from console.fleet import crypto
 from console.fleet.choices import EndpointKind
+from console.fleet.desired import desired_tier_names
 from console.fleet.envfile import parse_env
 from console.fleet.models import Endpoint, GatewayKey, Node, validate_base_url
-from scheduler import ConfigError, default_config
 
 ENDPOINT_FIELDS = ("name", "base_url", "models", "default_model", "kind", "node")
 
@@ -331,18 +331,7 @@ def set_desired(
 
 def allowed_tiers() -> set[str]:
     """Tier names a key may name: the usual three and every queue of a desired tier config."""
-    from console.tuning.models import TierConfigVersion
-
-    names = set(default_config().scheduler.queues)
-    ids = Node.objects.exclude(desired_tier_config=None).values_list(
-        "desired_tier_config", flat=True
-    )
-    for version in TierConfigVersion.objects.filter(pk__in=ids):
-        try:
-            names.update(version.parsed().scheduler.queues)
-        except ConfigError:  # stored under an older schema: its tiers are not offered
-            continue
-    return names
+    return desired_tier_names()
 
 
 def check_tiers(tiers: list[str], default_tier: str) -> None:

@@ -13,6 +13,6 @@ class TuningConfig(AppConfig):
     def ready(self) -> None:
         from console.core.demo import DEMO_SEEDERS
 
-        # First: other apps' demo data (nodes' desired versions, rollouts) refers to these.
+        # After the fleet's seeder (which inserts itself first): its nodes are set to want v1.
         if DEMO_SEEDER not in DEMO_SEEDERS:
-            DEMO_SEEDERS.insert(0, DEMO_SEEDER)
+            DEMO_SEEDERS.append(DEMO_SEEDER)

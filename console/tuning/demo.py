@@ -1,11 +1,16 @@
 """Demo data: tier config "default" v1 (seed 000) and v2 (a tighter online tier), and launch
-profile "demo-8b" v1 for the simulated 8B engine. Idempotent: existing versions are kept."""
+profile "demo-8b" v1 for the simulated 8B engine. The fleet's demo nodes (seeded before this)
+are set to want v1, so v2 is there to be rolled out (and rolled back). Idempotent: existing
+versions are kept, and a node that already wants a version keeps it."""
 
 from __future__ import annotations
 
 import copy
 from typing import Any
 
+from console.fleet import services as fleet_services
+from console.fleet.demo import DEMO_NODES
+from console.fleet.models import Node
 from console.tuning import services
 from console.tuning.models import LaunchProfileVersion, TierConfigVersion
 from scheduler import config_to_dict, default_config
@@ -63,4 +68,20 @@ def seed(ctx: Any) -> list[str]:
             message="Simulated 8B: priority scheduling, prefix caching, 64 sequences",
         )
         notes.append(f"launch profile {LAUNCH_PROFILE_NAME!r}: v1")
+    notes.extend(point_demo_nodes(admin))
     return notes
+
+
+def point_demo_nodes(admin: Any) -> list[str]:
+    """Demo nodes that want no tier config yet are set to want "default" v1."""
+    first = TierConfigVersion.objects.filter(name=TIER_CONFIG_NAME).order_by("version").first()
+    if first is None:
+        return []
+    nodes = Node.objects.filter(
+        name__in=[name for name, _, _ in DEMO_NODES], desired_tier_config=None
+    )
+    changed = fleet_services.set_desired(list(nodes), tier_config=first, user=admin, reason="demo")
+    if not changed:
+        return []
+    names = ", ".join(n.name for n in changed)
+    return [f"fleet: {names} want tier config {TIER_CONFIG_NAME!r} v{first.version}"]

@@ -13,8 +13,8 @@ the same seeded mixed workload (workload.py) replayed in every arm:
 The offered load is `load_factor` x the engine's saturation throughput, which a short Poisson
 sweep against the FCFS engine finds first (search.find_saturation), unless `--rate` is given.
 Outputs: a Markdown table on stdout, the whole record (every arm, tier, sweep step and search
-trial) as JSON. `python manage.py headline` runs the same and stores each arm as a benchmark
-run (console/bench/management/commands/headline.py).
+trial) as JSON. `--store` (or, later, `python manage.py headline --from-workdir DIR`) stores
+each arm as a benchmark run (console/bench/management/commands/headline.py).
 
 Library::
 

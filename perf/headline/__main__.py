@@ -1,9 +1,12 @@
-"""``python -m perf.headline``: run the experiment, print the table, write the JSON."""
+"""``python -m perf.headline``: run the experiment, print the table, write the JSON; with
+``--store``, also store every arm as a benchmark run in the console's database (what
+``python manage.py headline --from-workdir DIR`` does with a finished run's folder)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -27,7 +30,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--arms", default="abcde", help="subset of a,b,c,d,e")
     p.add_argument("--workdir", type=Path, help="logs, configs, prompts (default: a temp dir)")
     p.add_argument("--json", dest="json_path", type=Path, help="write the whole record here")
+    p.add_argument(
+        "--store",
+        action="store_true",
+        help="store each arm as a benchmark run in the console (DATABASE_URL, as manage.py)",
+    )
     return p
+
+
+def store_in_console(workdir: Path) -> None:
+    """`manage.py headline --from-workdir`: perf/ may import the console, never the reverse."""
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
+    import django
+    from django.core.management import call_command
+
+    django.setup()
+    call_command("headline", from_workdir=workdir)
 
 
 def options_from_args(args: argparse.Namespace, argv: list[str]) -> Options:
@@ -55,6 +73,8 @@ def main(argv: list[str] | None = None) -> int:
     print(render(experiment.doc))
     if args.json_path is not None:
         args.json_path.write_text(json.dumps(experiment.doc, indent=2), encoding="utf-8")
+    if args.store:
+        store_in_console(Path(experiment.doc["workdir"]))
     return 0
 
 

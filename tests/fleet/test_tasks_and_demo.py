@@ -38,11 +38,6 @@ def test_the_prune_task_is_scheduled_and_callable(settings: Any) -> None:
 
 
 def test_demo_seeder_writes_tokens_that_authenticate(settings: Any, tmp_path: Any) -> None:
-    from console.tuning.services import create_tier_config
-    from tests.fleet.fleet_helpers import SEED_TIERS
-
-    first = create_tier_config(name="default", config=SEED_TIERS)
-    create_tier_config(name="default", config=SEED_TIERS, message="v2")
     settings.DATA_DIR = tmp_path
     assert "console.fleet.demo.seed" in DEMO_SEEDERS
     ctx = DemoContext(host="127.0.0.1", port=8000, data_dir=tmp_path, admin=None)
@@ -56,7 +51,6 @@ def test_demo_seeder_writes_tokens_that_authenticate(settings: Any, tmp_path: An
     for entry in entries:
         node = Node.objects.get(name=entry["name"])
         assert node.token_sha256 == sha256_hex(entry["token"])
-        assert node.desired_tier_config_id == first.pk  # v1: v2 is left to roll out
         assert post_beat(Client(), entry["token"], beat()).status_code == 200
     # Seeding again keeps the tokens.
     demo.seed(ctx)

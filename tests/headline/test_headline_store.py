@@ -9,13 +9,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 
 from console.bench.choices import RunStatus
 from console.bench.management.commands.headline import flags_to_args
 from console.bench.models import BenchmarkRun
 from console.bench.results import compare_runs
 from loadgen import RequestSample, summarize
+from perf.headline.__main__ import store_in_console
 from perf.headline.workload import MODEL, SEED_TIER_CONFIG, TIER_PROFILES, engine_flags
 
 
@@ -75,10 +76,19 @@ def test_stored_arms_are_comparable_benchmark_runs(tmp_path: Path) -> None:
     paths = {row["path"] for row in comparison["config_diff"]}
     assert "node.engine.args.scheduling_policy" in paths
     assert "online" in comparison["tiers"]
-    # Storing again makes new runs on the same endpoints, not duplicate endpoints.
-    call_command("headline", from_workdir=tmp_path, stdout=StringIO())
+    # Storing again (as `python -m perf.headline --store` does after a run) makes new runs on
+    # the same endpoints, not duplicate endpoints.
+    store_in_console(tmp_path)
     assert BenchmarkRun.objects.count() == 4
     assert BenchmarkRun.objects.values("endpoint").distinct().count() == 2
+
+
+@pytest.mark.django_db
+def test_the_command_only_stores_and_says_where_runs_come_from(tmp_path: Path) -> None:
+    with pytest.raises(CommandError, match="--from-workdir"):
+        call_command("headline")  # running the experiment is perf's side
+    with pytest.raises(CommandError, match=r"perf\.headline --workdir"):
+        call_command("headline", from_workdir=tmp_path)
 
 
 def test_flags_to_args() -> None:

@@ -11,6 +11,7 @@ from django.core.management import call_command
 from django.test import Client
 
 from console.core.demo import DEMO_SEEDERS, run_seeders
+from console.fleet.models import Node
 from console.tuning import services
 from console.tuning.demo import seed
 from console.tuning.models import LaunchProfileVersion, TierConfigVersion
@@ -43,7 +44,10 @@ def test_a_saved_version_cannot_be_saved_again(operator: Any, seed_tiers: dict[s
 def test_the_demo_seeder_is_registered_and_idempotent(
     admin_user: Any, seed_tiers: dict[str, Any]
 ) -> None:
-    assert DEMO_SEEDERS[0] == "console.tuning.demo.seed"
+    # The fleet's nodes first, then the versions they are set to want.
+    assert DEMO_SEEDERS.index("console.fleet.demo.seed") < DEMO_SEEDERS.index(
+        "console.tuning.demo.seed"
+    )
     ctx = SimpleNamespace(admin=admin_user)
     notes = seed(ctx)
     assert len(notes) == 2
@@ -63,9 +67,19 @@ def test_the_demo_seeder_is_registered_and_idempotent(
     assert TierConfigVersion.objects.count() == 2 and LaunchProfileVersion.objects.count() == 1
 
 
-def test_the_demo_runs_the_seeder(admin_user: Any) -> None:
+def test_the_demo_runs_the_seeder_and_its_nodes_want_v1(
+    admin_user: Any, settings: Any, tmp_path: Any
+) -> None:
+    settings.DATA_DIR = tmp_path  # the fleet's seeder writes the nodes' tokens there
     run_seeders(SimpleNamespace(admin=admin_user))  # type: ignore[arg-type]
-    assert TierConfigVersion.objects.filter(name="default").count() == 2
+    v1, v2 = TierConfigVersion.objects.filter(name="default").order_by("version")
+    nodes = Node.objects.filter(name__in=["demo-node-1", "demo-node-2"])
+    assert sorted(n.desired_tier_config_id for n in nodes) == [v1.pk, v1.pk]  # v2 rolls out
+    # A node that wants another version keeps it when the demo is seeded again.
+    Node.objects.filter(name="demo-node-2").update(desired_tier_config=v2)
+    notes = run_seeders(SimpleNamespace(admin=admin_user))  # type: ignore[arg-type]
+    assert not [note for note in notes if "want" in note]
+    assert Node.objects.get(name="demo-node-2").desired_tier_config_id == v2.pk
 
 
 @pytest.mark.django_db

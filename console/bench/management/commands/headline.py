@@ -1,8 +1,11 @@
-"""manage.py headline: run the headline experiment (perf.headline, issue 9) and store every arm
-as an ordinary benchmark run, so the compare page shows any two of them.
+"""manage.py headline: store every arm of a finished headline experiment (perf.headline,
+issue 9) as an ordinary benchmark run, so the compare page shows any two of them.
 
-    python manage.py headline [perf.headline options]      # run, print, store
-    python manage.py headline --from-workdir DIR            # store a finished run's arms again
+    python manage.py headline --from-workdir DIR     # DIR: a `python -m perf.headline --workdir`
+    python -m perf.headline [options] --store        # run the experiment, then this
+
+The product never imports perf/ (DESIGN.md 2), so running the experiment is perf's side: this
+command only reads the files it left.
 
 Each arm becomes a succeeded BenchmarkRun with its samples, summary and time series, against
 an endpoint named "headline <arm>" (kind vllm for direct arms, gateway for gateway arms). The
@@ -144,37 +147,23 @@ def store_arm(doc: dict[str, Any], arm: dict[str, Any], result: RunResult) -> Be
 
 
 class Command(BaseCommand):
-    help = "Run the headline experiment (tiered scheduling vs FCFS) and store each arm as a run."
+    help = "Store each arm of a finished headline experiment (perf.headline) as a benchmark run."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        from perf.headline.__main__ import build_parser
-
-        for action in build_parser()._actions:
-            if action.dest == "help":
-                continue
-            kwargs: dict[str, Any] = {"dest": action.dest, "default": action.default,
-                                      "help": action.help}  # fmt: skip
-            if action.nargs == 0:
-                kwargs["action"] = "store_true"
-            else:
-                kwargs["type"] = action.type
-            parser.add_argument(*action.option_strings, **kwargs)
         parser.add_argument(
             "--from-workdir",
             type=Path,
-            help="store the arms of a finished experiment folder; run nothing",
+            required=True,
+            help="the folder of a finished `python -m perf.headline --workdir DIR` run",
         )
 
     def handle(self, *args: Any, **opts: Any) -> None:
         workdir = opts["from_workdir"]
-        if workdir is None:
-            doc, results = self._run(opts)
-        else:
-            path = workdir / "headline.json"
-            if not path.exists():
-                raise CommandError(f"{path}: not found (is this a perf.headline --workdir?)")
-            doc = json.loads(path.read_text(encoding="utf-8"))
-            results = {a["key"]: load_result(workdir / f"arm-{a['key']}.json") for a in doc["arms"]}
+        path = workdir / "headline.json"
+        if not path.exists():
+            raise CommandError(f"{path}: not found (is this a perf.headline --workdir?)")
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        results = {a["key"]: load_result(workdir / f"arm-{a['key']}.json") for a in doc["arms"]}
         ids = []
         for arm in doc["arms"]:
             run = store_arm(doc, arm, results[arm["key"]])
@@ -183,24 +172,3 @@ class Command(BaseCommand):
         if len(ids) >= 2:
             page = reverse("bench:compare")
             self.stdout.write(f"compare the first and last arm: {page}?a={ids[0]}&b={ids[-1]}")
-
-    def _run(self, opts: dict[str, Any]) -> tuple[dict[str, Any], dict[str, RunResult]]:
-        from perf.headline import Options, render, run_experiment
-
-        # The equivalent `python -m perf.headline` command line, for the record.
-        valued = ("duration", "warmup", "seed", "time_scale", "rate", "load_factor",
-                  "sweep_step", "search_trial", "arms", "workdir")  # fmt: skip
-        argv = [f"--{k.replace('_', '-')}={opts[k]}" for k in valued if opts[k] is not None]
-        argv += ["--no-search"] if opts["no_search"] else []
-        options = Options(
-            duration_s=opts["duration"], warmup_s=opts["warmup"], seed=opts["seed"],
-            time_scale=opts["time_scale"], rate=opts["rate"], load_factor=opts["load_factor"],
-            sweep_step_s=opts["sweep_step"],
-            search_trial_s=None if opts["no_search"] else opts["search_trial"],
-            arms=opts["arms"], workdir=opts["workdir"], argv=argv,
-        )  # fmt: skip
-        experiment = run_experiment(options, log=lambda m: self.stderr.write(m))
-        self.stdout.write(render(experiment.doc))
-        if opts["json_path"] is not None:
-            opts["json_path"].write_text(json.dumps(experiment.doc, indent=2), encoding="utf-8")
-        return experiment.doc, {o.arm.key: o.result for o in experiment.outcomes}
