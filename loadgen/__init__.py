@@ -37,6 +37,9 @@ Library (what the console's Celery task calls)::
   seconds. Pooled ITL percentiles need each sample's raw gaps (``keep_itl_raw``); without
   them each request's mean gap stands in (``itl_source: "per_request_mean"``).
 
+- ``percentile(values, q)`` / ``percentiles(values, qs)`` (q in per cent): the nearest-rank
+  percentile every figure of Tiergate uses (``percentiles.py``, docs/metrics.md).
+
 - ``WorkloadSpec.processes`` (``--processes N``) splits the streams over N client processes,
   one event loop each (``shards.py``), merged into one ``RunResult``; use it past ~64 streams
   on a machine with spare cores (docs/performance.md, "Load generator").
@@ -59,6 +62,7 @@ splits the load over cores. With ``--prompts-file`` every shard starts at the fi
 
 from __future__ import annotations
 
+from loadgen.percentiles import percentile, percentiles
 from loadgen.runner import run_workload
 from loadgen.spec import (
     SpecError,
@@ -82,6 +86,8 @@ __all__ = [
     "from_seed003_settings",
     "parse_stages",
     "parse_tier_mix",
+    "percentile",
+    "percentiles",
     "run_workload",
     "summarize",
     "timeseries",

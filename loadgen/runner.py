@@ -10,14 +10,13 @@ import time
 from collections import deque
 from collections.abc import Callable
 
-import numpy as np
-
 from loadgen import stats
 from loadgen.client import (
     endpoint_url,
     request_headers,
     send_request,
 )
+from loadgen.percentiles import percentile
 from loadgen.prompts import RequestFactory
 from loadgen.spec import WorkloadSpec
 from loadgen.types import Progress, RequestSample, RunResult
@@ -193,7 +192,7 @@ class _Run:
             percent = 100.0 * elapsed / max(self.deadline - self.t0, 1e-9)
         else:
             percent = 0.0
-        p99 = float(np.percentile(list(self.recent_ttft), 99)) if self.recent_ttft else None
+        p99 = percentile(self.recent_ttft, 99) if self.recent_ttft else None
         return Progress(min(percent, 99.9), elapsed, self.done_measured, self.errors, p99)
 
     async def progress_reporter(self, callback: ProgressCallback) -> None:

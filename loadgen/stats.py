@@ -1,7 +1,8 @@
 """Pure statistics over request samples: summaries per tier, time series, validity flags.
 
-Percentiles are numpy's default (linear interpolation between closest ranks). Durations in
-the output are seconds; keys end in `_s` where that matters. Request throughput is completed
+Percentiles are nearest-rank (percentiles.py, docs/metrics.md): always a measured value.
+Durations in the output are seconds; keys end in `_s` where that matters. Request throughput is
+completed
 requests over the wall-clock span of the measured window (not seed 000's n / mean latency).
 """
 
@@ -14,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from loadgen.percentiles import percentiles
 from loadgen.spec import WorkloadSpec
 from loadgen.types import ItlStats, RequestSample
 
@@ -37,8 +39,8 @@ def itl_stats(gaps: Sequence[float]) -> ItlStats:
     if not gaps:
         return ItlStats()
     arr = np.asarray(gaps, dtype=float)
-    p50, p99 = np.percentile(arr, [50, 99])
-    return ItlStats(len(arr), float(arr.mean()), float(p50), float(p99), float(arr.max()))
+    p50, p99 = percentiles(arr, [50, 99])
+    return ItlStats(len(arr), float(arr.mean()), p50, p99, float(arr.max()))
 
 
 def distribution(values: Iterable[float | None]) -> dict[str, float | None]:
@@ -46,13 +48,13 @@ def distribution(values: Iterable[float | None]) -> dict[str, float | None]:
     arr = np.asarray([v for v in values if v is not None], dtype=float)
     if arr.size == 0:
         return {"count": 0, "mean": None, "p50": None, "p90": None, "p99": None, "max": None}
-    p50, p90, p99 = np.percentile(arr, PERCENTILES)
+    p50, p90, p99 = percentiles(arr, PERCENTILES)
     return {
         "count": int(arr.size),
         "mean": float(arr.mean()),
-        "p50": float(p50),
-        "p90": float(p90),
-        "p99": float(p99),
+        "p50": p50,
+        "p90": p90,
+        "p99": p99,
         "max": float(arr.max()),
     }
 
@@ -215,7 +217,7 @@ def timeseries(
     rows = []
     for i, bucket in enumerate(buckets):
         ttfts = [s.ttft for s in bucket if s.ok and s.ttft is not None]
-        p50, p99 = np.percentile(ttfts, [50, 99]) if ttfts else (None, None)
+        p50, p99 = percentiles(ttfts, [50, 99]) if ttfts else (None, None)
         rows.append(
             {
                 "t": start + i,
@@ -223,8 +225,8 @@ def timeseries(
                 "completed": sum(1 for s in bucket if s.ok),
                 "errors": sum(1 for s in bucket if not s.ok),
                 "output_tokens": sum(s.output_tokens or 0 for s in bucket if s.ok),
-                "ttft_p50_s": None if p50 is None else float(p50),
-                "ttft_p99_s": None if p99 is None else float(p99),
+                "ttft_p50_s": p50,
+                "ttft_p99_s": p99,
             }
         )
     return rows

@@ -33,6 +33,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from loadgen import percentile
+
 ROOT = Path(__file__).resolve().parent.parent
 KEY = "tgk_bench_0123456789abcdef0123456789abcdef0123456789"
 CHUNKS = 16
@@ -230,11 +232,6 @@ async def _one(
     return ttft, tail.endswith(_DONE) or b"[DONE]" in tail
 
 
-def _pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, int(q * len(ordered) + 0.5) - 1))]
-
-
 async def _open_loop(
     session: Any, targets: list[str], rate: float, duration: float
 ) -> dict[str, dict[str, Any]]:
@@ -284,13 +281,13 @@ async def _open_loop(
             "ok": len(ttfts),
             "errors": sum(1 for _, _, ok in rows if not ok),
             "unfinished": n - len(rows),
-            "ttft_p50_ms": _pct(ttfts, 0.5) * 1000 if ttfts else None,
-            "ttft_p99_ms": _pct(ttfts, 0.99) * 1000 if ttfts else None,
-            "ttft_p99_first_half_ms": _pct(first, 0.99) * 1000 if first else None,
-            "ttft_p99_second_half_ms": _pct(second, 0.99) * 1000 if second else None,
+            "ttft_p50_ms": percentile(ttfts, 50) * 1000 if ttfts else None,
+            "ttft_p99_ms": percentile(ttfts, 99) * 1000 if ttfts else None,
+            "ttft_p99_first_half_ms": percentile(first, 99) * 1000 if first else None,
+            "ttft_p99_second_half_ms": percentile(second, 99) * 1000 if second else None,
         }
     out["_client"] = {
-        "dispatch_lag_p99_ms": _pct(lags, 0.99) * 1000,
+        "dispatch_lag_p99_ms": percentile(lags, 99) * 1000,
         "max_lag_ms": max(lags) * 1000,
     }
     return out

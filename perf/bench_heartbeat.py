@@ -17,6 +17,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from loadgen import percentile
+
 
 def main() -> None:
     parser = argparse.ArgumentParser()
@@ -92,7 +94,7 @@ def main() -> None:
     ms = sorted(t * 1000 for t in timings)
     print(
         f"{len(ms)} beats x {args.samples} samples: mean {statistics.mean(ms):.2f} ms, "
-        f"p50 {ms[len(ms) // 2]:.2f} ms, p99 {ms[int(len(ms) * 0.99)]:.2f} ms "
+        f"p50 {percentile(ms, 50):.2f} ms, p99 {percentile(ms, 99):.2f} ms "
         f"-> ~{1000 / statistics.mean(ms):.0f} beats/s per web process"
     )
 

@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 PIN = hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) >= 2
@@ -44,7 +43,7 @@ def _pin(server_pid: int) -> None:
 sys.path.insert(0, str(ROOT))
 
 from gpu_agent.sim.testing import run_sim_process  # noqa: E402
-from loadgen import WorkloadSpec, run_workload  # noqa: E402
+from loadgen import WorkloadSpec, percentile, run_workload  # noqa: E402
 from loadgen.client import _StreamState  # noqa: E402
 from loadgen.sse import SSEDecoder  # noqa: E402
 from loadgen.wire import Pool  # noqa: E402
@@ -185,7 +184,7 @@ def _uvloop_run(coro: Any) -> Any:
 
 
 def _ms(values: list[float], q: float) -> float:
-    return round(float(np.percentile(values, q)) * 1e3, 3)
+    return round(percentile(values, q) * 1e3, 3)
 
 
 def bench_fidelity(quick: bool) -> None:

@@ -21,7 +21,6 @@ import asyncio
 import contextlib
 import os
 import random
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -30,6 +29,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+
+from loadgen import percentile
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -307,8 +308,8 @@ async def bench(
     lat = sorted(latencies)
     print(
         f"heartbeat round trips during both: {len(lat)}, "
-        f"p50 {statistics.median(lat) * 1000:.1f} ms, "
-        f"p99 {lat[int(len(lat) * 0.99)] * 1000:.1f} ms"
+        f"p50 {percentile(lat, 50) * 1000:.1f} ms, "
+        f"p99 {percentile(lat, 99) * 1000:.1f} ms"
     )
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from loadgen import percentile
 from scheduler import Dispatcher, Request, TierConfig, config_to_dict, default_config, parse_config
 
 TIERS = ("online", "batch", "offline")
@@ -62,9 +63,8 @@ def throughput(pairs: int, poll_every: int) -> tuple[float, float]:
     return pairs / (time.perf_counter() - start), pairs / (time.process_time() - cpu_start)
 
 
-def percentile(samples: list[int], q: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] / 1000.0  # ns -> us
+def percentile_us(samples_ns: list[int], q: float) -> float:
+    return percentile([float(s) for s in samples_ns], q) / 1000.0  # ns -> us
 
 
 def decisions(depth: int, count: int) -> dict[str, float]:
@@ -122,11 +122,11 @@ def decisions(depth: int, count: int) -> dict[str, float]:
     depth_now = sum(t.depth for t in d.stats(now).tiers.values())
     return {
         "depth": float(depth_now),
-        "poll_p50": percentile(poll_ns, 0.50),
-        "poll_p99": percentile(poll_ns, 0.99),
+        "poll_p50": percentile_us(poll_ns, 50),
+        "poll_p99": percentile_us(poll_ns, 99),
         "poll_mean": statistics.fmean(poll_ns) / 1000.0,
-        "arrive_p99": percentile(arrive_ns, 0.99),
-        "cancel_p99": percentile(cancel_ns, 0.99),
+        "arrive_p99": percentile_us(arrive_ns, 99),
+        "cancel_p99": percentile_us(cancel_ns, 99),
     }
 
 

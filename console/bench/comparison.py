@@ -6,22 +6,23 @@ each resample, and read the 2.5th and 97.5th percentiles of the B - A difference
 latency is better, so a whole interval below zero is "better", above zero "worse", and an
 interval that holds zero is "no clear change".
 
-Speed: a resample's percentile depends only on two order statistics of the resampled
-indices, and the j-th smallest of n uniform indices has a known law (U_(j) ~ Beta(j,
-n-j+1), and the next one is U_(j) + (1 - U_(j)) * Beta(1, n-j)). Drawing those directly gives
-exactly the distribution that resampling n values would, in O(1) per resample instead of O(n),
-so verdicts use every sample of a 100k-request run.
+Percentiles are nearest-rank (loadgen.percentiles, docs/metrics.md), as in the run summaries.
+
+Speed: a resample's nearest-rank percentile is one order statistic of the resampled indices,
+and the j-th smallest of n uniform indices has a known law (U_(j) ~ Beta(j, n-j+1)). Drawing
+it directly gives exactly the distribution that resampling n values would, in O(1) per
+resample instead of O(n), so verdicts use every sample of a 100k-request run.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
 
 from console.bench.choices import Verdict
+from loadgen.percentiles import percentile, percentiles, rank
 
 RESAMPLES = 1000
 CONFIDENCE = 0.95
@@ -40,32 +41,20 @@ METRICS: tuple[tuple[str, str, float], ...] = (
 )
 
 
-def percentile(values: np.ndarray, q: float) -> float:
-    """numpy's default (linear) percentile, the one loadgen's summaries use."""
-    return float(np.percentile(values, q))
-
-
 def bootstrap_percentiles(
     sorted_values: np.ndarray, q: float, resamples: int, rng: np.random.Generator
 ) -> np.ndarray:
     """`resamples` draws of the q-th percentile of a bootstrap resample of `sorted_values`.
 
-    Same law as np.percentile(rng.choice(values, n), q), computed from the two order
-    statistics the linear percentile interpolates between (see the module docstring)."""
+    Same law as percentile(rng.choice(values, n), q), computed from the one order statistic
+    the nearest-rank percentile picks (see the module docstring)."""
     n = sorted_values.size
     if n == 1:
         return np.full(resamples, float(sorted_values[0]))
-    position = q / 100.0 * (n - 1)  # 0-based rank in the resample
-    low = math.floor(position)
-    frac = position - low
-    j = low + 1  # 1-based order statistic
-    u_low = rng.beta(j, n - j + 1, size=resamples)
-    u_high = u_low + (1.0 - u_low) * rng.beta(1, n - j, size=resamples) if j < n else u_low
+    j = rank(n, q)  # 1-based order statistic
+    u = rng.beta(j, n - j + 1, size=resamples)
     # A uniform u picks index ceil(n*u) - 1 (0-based); ceil is monotone, so order is kept.
-    idx_low = np.clip(np.ceil(u_low * n).astype(np.int64) - 1, 0, n - 1)
-    idx_high = np.clip(np.ceil(u_high * n).astype(np.int64) - 1, 0, n - 1)
-    lo, hi = sorted_values[idx_low], sorted_values[idx_high]
-    return lo + frac * (hi - lo)
+    return sorted_values[np.clip(np.ceil(u * n).astype(np.int64) - 1, 0, n - 1)]
 
 
 @dataclass(frozen=True)
@@ -117,7 +106,7 @@ def compare_percentile(
         a, q, resamples, rng
     )
     tail = (1 - confidence) / 2 * 100
-    low, high = (float(v) for v in np.percentile(diffs, [tail, 100 - tail]))
+    low, high = percentiles(diffs, [tail, 100 - tail])
     return MetricDelta(metric, a_stat, b_stat, delta, pct, low, high, verdict_of(low, high))
 
 
@@ -142,4 +131,4 @@ def cdf_points(
     if arr.size == 0:
         return [], []
     probs = np.linspace(0.0, 1.0, min(points, max(arr.size, 2)))
-    return [float(v) for v in np.quantile(arr, probs)], [float(p) for p in probs]
+    return percentiles(arr, [float(p) * 100 for p in probs]), [float(p) for p in probs]

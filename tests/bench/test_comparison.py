@@ -10,17 +10,16 @@ from console.bench.comparison import (
     bootstrap_percentiles,
     cdf_points,
     compare_percentile,
-    percentile,
     verdict_of,
 )
 from console.bench.presets import PRESETS, preset_workload, profile_counts, prompts_jsonl
+from loadgen.percentiles import percentile, rank
 
 
-def test_percentiles_interpolate_linearly_between_ranks() -> None:
-    assert percentile(np.array([1.0, 2.0, 3.0, 4.0]), 50) == 2.5
-    # rank 0.9 * 9 = 8.1: 9 + 0.1 * (10 - 9)
-    assert percentile(np.arange(1.0, 11.0), 90) == pytest.approx(9.1)
-    assert percentile(np.arange(1.0, 101.0), 99) == pytest.approx(99.01)
+def test_compared_percentiles_are_the_nearest_rank_of_the_run_summaries() -> None:
+    result = compare_percentile(np.arange(1.0, 11.0), np.arange(1.0, 101.0), 90)
+    assert (result.before, result.after) == (9.0, 90.0)  # measured values, never between two
+    assert result.before == percentile(np.arange(1.0, 11.0), 90)
 
 
 def test_the_cdf_is_drawn_at_a_bounded_number_of_quantiles() -> None:
@@ -40,8 +39,8 @@ def test_verdicts_read_the_interval_against_zero() -> None:
 def test_a_shift_of_fifty_is_worse_with_the_delta_in_the_interval() -> None:
     before = np.arange(1.0, 101.0)
     result = compare_percentile(before, before + 50, 50, "ttft_p50")
-    assert (result.before, result.after, result.delta) == (50.5, 100.5, 50.0)
-    assert result.delta_pct == pytest.approx(50 / 50.5 * 100)
+    assert (result.before, result.after, result.delta) == (50.0, 100.0, 50.0)
+    assert result.delta_pct == pytest.approx(100.0)
     assert result.ci_low is not None and result.ci_high is not None
     assert 30 < result.ci_low < 50 < result.ci_high < 70
     assert result.verdict == "worse"
@@ -82,10 +81,12 @@ def test_the_order_statistic_bootstrap_matches_brute_force_resampling(q: float) 
     rng = np.random.default_rng(1)
     values = np.sort(rng.exponential(1.0, 150))
     fast = bootstrap_percentiles(values, q, 20_000, np.random.default_rng(2))
-    brute = np.percentile(values[rng.integers(0, values.size, (20_000, values.size))], q, axis=1)
+    resampled = np.sort(values[rng.integers(0, values.size, (20_000, values.size))], axis=1)
+    brute = resampled[:, rank(values.size, q) - 1]
     assert fast.mean() == pytest.approx(brute.mean(), rel=0.02)
     assert fast.std() == pytest.approx(brute.std(), rel=0.05)
-    assert np.percentile(fast, 2.5) == pytest.approx(np.percentile(brute, 2.5), rel=0.03)
+    assert percentile(fast, 2.5) == pytest.approx(percentile(brute, 2.5), rel=0.03)
+    assert set(np.unique(fast)) <= set(values)  # every draw is a measured value
 
 
 def test_a_verdict_on_100k_samples_is_quick() -> None:

@@ -41,17 +41,17 @@ SAMPLES = [
 ]
 
 
-def test_percentiles_are_numpy_linear_over_completed_requests() -> None:
+def test_percentiles_are_nearest_rank_over_completed_requests() -> None:
     online = summarize(SAMPLES, (100.0, 104.0))["online"]
     ttft = online["ttft_s"]
     assert ttft["count"] == 4
     assert ttft["mean"] == pytest.approx(0.25)
-    assert ttft["p50"] == pytest.approx(0.25)
-    assert ttft["p90"] == pytest.approx(0.37)  # rank 2.7: 0.3 + 0.7 * 0.1
-    assert ttft["p99"] == pytest.approx(0.397)  # rank 2.97
+    assert ttft["p50"] == pytest.approx(0.2)  # rank ceil(0.5 * 4) = 2
+    assert ttft["p90"] == pytest.approx(0.4)  # rank ceil(3.6) = 4
+    assert ttft["p99"] == pytest.approx(0.4)
     assert ttft["max"] == pytest.approx(0.4)
     # TPOT per request: 0.1, 0.1, 0.2, 0.2
-    assert online["tpot_s"]["p50"] == pytest.approx(0.15)
+    assert online["tpot_s"]["p50"] == pytest.approx(0.1)
     assert online["e2e_s"]["mean"] == pytest.approx((1.1 + 1.2 + 2.3 + 1.4) / 4)
 
 
@@ -102,7 +102,7 @@ def test_timeseries_buckets_by_completion_second() -> None:
     assert [r["completed"] for r in rows] == [0, 2, 0, 3]
     assert [r["errors"] for r in rows] == [0, 0, 0, 1]
     assert rows[1]["output_tokens"] == 22
-    assert rows[1]["ttft_p50_s"] == pytest.approx(0.15)
+    assert rows[1]["ttft_p50_s"] == pytest.approx(0.1)  # of 0.1 and 0.2: rank 1
     assert rows[0]["ttft_p99_s"] is None
 
 
@@ -122,7 +122,7 @@ def test_itl_stats_of_one_request() -> None:
     assert stats.count == 5
     assert stats.mean == pytest.approx(0.04)
     assert stats.p50 == pytest.approx(0.03)
-    assert stats.p99 == pytest.approx(0.04 + 0.96 * 0.06)
+    assert stats.p99 == pytest.approx(0.10)  # rank ceil(4.95) = 5
     assert stats.max == pytest.approx(0.10)
     assert itl_stats([]).count == 0
 
