@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
@@ -116,14 +116,25 @@ def _loc_path(loc: tuple[int | str, ...]) -> str:
     return ".".join(str(part) for part in loc) or "(root)"
 
 
+# pydantic's bound errors: the sign shown, and the key of the bound in the error's context.
+_BOUNDS = {
+    "greater_than": (">", "gt"),
+    "greater_than_equal": (">=", "ge"),
+    "less_than": ("<", "lt"),
+    "less_than_equal": ("<=", "le"),
+}
+
+
 def field_message(err: Mapping[str, Any]) -> str:
-    """A pydantic error as a short rule ("must be an integer"), for "path: rule" lines."""
+    """A pydantic error as a short rule ("must be an integer"), for "path: rule" lines.
+
+    The one translator of pydantic's errors: the console's launch-argument validation uses it
+    too, so a bound or a type reads the same on every form, API and command line."""
     kind = err["type"]
     ctx = err.get("ctx") or {}
-    if kind == "greater_than":
-        return f"must be > {ctx['gt']}"
-    if kind == "greater_than_equal":
-        return f"must be >= {ctx['ge']}"
+    if kind in _BOUNDS:
+        sign, key = _BOUNDS[kind]
+        return f"must be {sign} {ctx[key]}"
     if kind == "extra_forbidden":
         return "unknown field"
     if kind == "missing":
@@ -138,13 +149,34 @@ def field_message(err: Mapping[str, Any]) -> str:
         return "must be true or false"
     if kind == "string_type":
         return "must be a string"
+    if kind == "literal_error":
+        return f"must be one of {ctx.get('expected', '')}"
     if kind in ("dict_type", "model_type", "model_attributes_type"):
         return "must be an object"
     if kind in ("tuple_type", "list_type"):
         return "must be a list"
-    if kind == "too_short":
+    if kind in ("too_short", "string_too_short"):
         return "must not be empty"
     return str(err["msg"])
+
+
+def field_errors(
+    exc: ValidationError, special: Callable[[Mapping[str, Any]], str | None] | None = None
+) -> list[FieldError]:
+    """Every error of a pydantic validation as a FieldError (dotted path, `field_message`),
+    each once. `special` may word an error of its own (a field-specific range); None from it
+    falls back to `field_message`."""
+    errors: list[FieldError] = []
+    for err in exc.errors():
+        loc = tuple(err["loc"])
+        message = (special(err) if special is not None else None) or field_message(err)
+        if loc and loc[-1] in ("int", "float") and err["type"].endswith("_type"):
+            # One failure per branch of an int | float union: report it once.
+            loc, message = loc[:-1], "must be a number"
+        field_error = FieldError(_loc_path(loc), message)
+        if field_error not in errors:
+            errors.append(field_error)
+    return errors
 
 
 def _is_int(value: object) -> TypeGuard[int]:
@@ -241,14 +273,7 @@ def parse_config(
     try:
         config = TierConfig.model_validate(dict(data))
     except ValidationError as exc:
-        for err in exc.errors():
-            loc, message = tuple(err["loc"]), field_message(err)
-            if loc and loc[-1] in ("int", "float") and err["type"].endswith("_type"):
-                # One failure per branch of an int | float union: report it once.
-                loc, message = loc[:-1], "must be a number"
-            field_error = FieldError(_loc_path(loc), message)
-            if field_error not in errors:
-                errors.append(field_error)
+        errors.extend(field_errors(exc))
     errors.extend(_cross_field_errors(data, default_max_in_flight))
     if errors or config is None:
         raise ConfigError(errors)

@@ -31,7 +31,7 @@ from pydantic import (
 
 # "path: rule", the same as a tier config's errors, so forms and the API show both alike.
 from scheduler import FieldError
-from scheduler.config import field_message
+from scheduler.config import field_errors
 
 # Flags the field reports use that vLLM does not accept (seeds README): flag -> the advice.
 FORBIDDEN_EXTRA_FLAGS = {
@@ -100,41 +100,22 @@ class ArgsError(ValueError):
         super().__init__("\n".join(str(e) for e in errors))
 
 
-def _pydantic_message(err: Mapping[str, Any]) -> str:
-    kind, ctx = err["type"], err.get("ctx") or {}
+def _special_message(err: Mapping[str, Any]) -> str | None:
+    """What the scheduler's translator (scheduler.config.field_message) cannot know: ranges
+    that read better as one, and where an argument that is not managed belongs."""
+    kind = err["type"]
     field = str(err["loc"][0]) if err["loc"] else ""
     if field == "gpu_memory_utilization" and kind in ("greater_than", "less_than_equal"):
         return f"must be in (0, 1], got {err['input']}"
     if field == "port" and kind in ("greater_than_equal", "less_than_equal"):
         return "must be between 1 and 65535"
-    if kind == "missing":
-        return "is required"
     if kind == "extra_forbidden":
         return "is not a managed vLLM argument; put it in extra_args as a flag"
-    if kind == "literal_error":
-        return f"must be one of {ctx.get('expected', '')}"
-    if kind == "greater_than_equal":
-        return f"must be at least {ctx.get('ge')}"
-    if kind == "less_than_equal":
-        return f"must be at most {ctx.get('le')}"
-    if kind == "string_too_short":
-        return "must not be empty"
-    if kind == "list_type":
-        return "must be a list of strings"
-    return field_message(err)  # types, finite numbers: the scheduler's wording
+    return None
 
 
 def _schema_errors(exc: ValidationError) -> list[FieldError]:
-    errors: list[FieldError] = []
-    for err in exc.errors():
-        loc = [str(p) for p in err["loc"]]
-        message = _pydantic_message(err)
-        if loc and loc[-1] in ("float", "int") and err["type"].endswith("_type"):
-            loc, message = loc[:-1], "must be a number"  # one error per union branch: say it once
-        item = FieldError(".".join(loc) or "(root)", message)
-        if item not in errors:
-            errors.append(item)
-    return errors
+    return field_errors(exc, _special_message)
 
 
 def _value_errors(args: LaunchArgs) -> list[FieldError]:

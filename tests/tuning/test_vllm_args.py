@@ -162,7 +162,7 @@ def test_batched_tokens_below_max_num_seqs_is_refused_even_with_chunked_prefill(
         ("block_size", 24, "16"),
         ("port", 0, "65535"),
         ("port", 65536, "65535"),
-        ("tensor_parallel_size", 0, "at least 1"),
+        ("tensor_parallel_size", 0, "must be >= 1"),
         ("max_num_seqs", 2.5, "integer"),
         ("enable_prefix_caching", "yes", "true or false"),
         ("extra_args", "--foo", "list"),
@@ -178,7 +178,7 @@ def test_each_broken_value_is_reported_on_its_field(field: str, value: Any, word
 def test_every_error_is_reported_at_once() -> None:
     errors = errors_of({"dtype": "x", "port": -1, "block_size": 3})
     assert set(errors) == {"model", "dtype", "port", "block_size"}
-    assert errors["model"] == "is required"
+    assert errors["model"] == "required field is missing"  # as the scheduler says it
 
 
 def test_gpu_memory_utilization_may_be_exactly_one() -> None:
@@ -225,3 +225,17 @@ def test_the_simulator_accepts_the_rendered_flags() -> None:
         sim.block_size,
         sim.port,
     ) == (64, "priority", False, 32, 8123)
+
+
+def test_types_bounds_and_missing_fields_read_as_the_scheduler_words_them() -> None:
+    from scheduler import ConfigError, parse_config
+
+    with pytest.raises(ConfigError) as tier_error:
+        parse_config({"scheduler": {"queues": {"online": {"max_batch_size": "8"}}}})
+    tier_messages = {e.message for e in tier_error.value.errors}
+    errors = errors_of({"tensor_parallel_size": 0, "max_num_seqs": "8"})
+    assert errors["max_num_seqs"] == "must be an integer" and "must be an integer" in tier_messages
+    assert "required field is missing" in tier_messages and errors["model"] == (
+        "required field is missing"
+    )
+    assert errors["tensor_parallel_size"] == "must be >= 1"
