@@ -22,9 +22,9 @@ from django.utils import timezone
 from console.audit.choices import Action
 from console.audit.services import record
 from console.fleet.crypto import sha256_hex
-from console.fleet.desired import desired_reply, known_version
 from console.fleet.models import GatewayKey, Node, TelemetrySample
 from console.fleet.schemas import HeartbeatIn, SampleIn
+from console.fleet.versions import desired_reply, known_version
 
 
 def heartbeat_interval_s() -> float:

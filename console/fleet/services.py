@@ -35,9 +35,9 @@ from console.audit.choices import Action
 from console.audit.services import record
 from console.fleet import crypto
 from console.fleet.choices import EndpointKind
-from console.fleet.desired import desired_tier_names
 from console.fleet.envfile import parse_env
 from console.fleet.models import Endpoint, GatewayKey, Node, validate_base_url
+from console.fleet.versions import desired_tier_names
 
 ENDPOINT_FIELDS = ("name", "base_url", "models", "default_model", "kind", "node")
 
