@@ -14,15 +14,9 @@ from plotly.subplots import make_subplots
 from console.bench.comparison import cdf_points
 from console.bench.models import BenchmarkRun
 from console.bench.results import Arrays
+from console.core.tiers import TIER_COLOURS
 from loadgen.stats import OVERALL
 
-TIER_COLOURS = {
-    "online": "#2357c6",
-    "batch": "#b26b00",
-    "offline": "#68717d",
-    OVERALL: "#111111",
-    "default": "#1a7f37",
-}
 SIDE_COLOURS = {"A": "#68717d", "B": "#2357c6"}
 LAYOUT = {
     "template": "plotly_white",

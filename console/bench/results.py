@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from console.bench.comparison import compare_groups
 from console.bench.models import BenchmarkRun, RequestSample
+from console.core.tiers import tier_sort_key
 from console.fleet.models import TelemetrySample
 from console.tuning.diffs import dict_diff, launch_args_diff, tier_config_diff
 from loadgen.stats import NO_TIER, OVERALL
@@ -44,12 +45,6 @@ CSV_FIELDS = [
 ]
 
 Arrays = dict[str, dict[str, np.ndarray]]
-_TIER_ORDER = {"online": 0, "batch": 1, "offline": 2, OVERALL: 99}
-
-
-def tier_sort_key(tier: str) -> tuple[int, str]:
-    """Display order: online, batch, offline, any other tier by name, overall last."""
-    return (_TIER_ORDER.get(tier, 50), tier)
 
 
 def sample_arrays(run: BenchmarkRun) -> Arrays:

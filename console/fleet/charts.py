@@ -11,11 +11,11 @@ import plotly.graph_objects as go
 from django.utils import timezone
 from plotly.subplots import make_subplots
 
+from console.core.tiers import TIER_COLOURS, tier_sort_key
 from console.fleet.models import Node, TelemetrySample
 
 WINDOW = timedelta(hours=1)
 MAX_POINTS = 720  # per trace: an hour of 1 s samples is drawn as 5 s buckets
-TIER_COLOURS = {"online": "#2357c6", "batch": "#b26b00", "offline": "#68717d"}
 
 
 def window_rows(node: Node, now: datetime | None = None) -> list[tuple[Any, ...]]:
@@ -94,9 +94,7 @@ def node_figure(rows: list[tuple[Any, ...]], simulated: bool = False) -> go.Figu
         row=2,
         col=1,
     )
-    tiers = sorted(
-        {name for r in rows for name in (r[3] or {})}, key=lambda t: (t not in TIER_COLOURS, t)
-    )
+    tiers = sorted({name for r in rows for name in (r[3] or {})}, key=tier_sort_key)
     for tier in tiers:
         colour = TIER_COLOURS.get(tier)
         line = {"color": colour} if colour else {}

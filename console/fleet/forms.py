@@ -6,6 +6,7 @@ from typing import Any
 
 from django import forms
 
+from console.core.tiers import SEED_TIERS
 from console.fleet import services
 from console.fleet.choices import EndpointKind
 from console.fleet.models import Endpoint, Node, validate_base_url
@@ -85,9 +86,9 @@ class EnvImportForm(forms.Form):
 class GatewayKeyForm(forms.Form):
     name = forms.CharField(max_length=100)
     tiers = forms.CharField(
-        initial="online, batch, offline", help_text="Comma-separated tiers the key may use"
+        initial=", ".join(SEED_TIERS), help_text="Comma-separated tiers the key may use"
     )
-    default_tier = forms.CharField(max_length=50, initial="online")
+    default_tier = forms.CharField(max_length=50, initial=SEED_TIERS[0])
     nodes = forms.ModelMultipleChoiceField(
         queryset=Node.objects.all(), required=False, help_text="None selected: valid on every node"
     )

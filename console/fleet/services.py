@@ -33,6 +33,7 @@ from django.utils import timezone
 
 from console.audit.choices import Action
 from console.audit.services import record
+from console.core.tiers import tier_sort_key
 from console.fleet import crypto
 from console.fleet.choices import EndpointKind
 from console.fleet.envfile import parse_env
@@ -415,7 +416,7 @@ def ensure_gateway_endpoint(node: Node) -> Endpoint | None:
             update_endpoint(endpoint, None, base_url=base_url)
         return endpoint
     tiers = sorted(allowed_tiers())
-    default = "online" if "online" in tiers else tiers[0]
+    default = min(tiers, key=tier_sort_key)  # the most urgent of the seed's tiers
     with transaction.atomic():
         for old in GatewayKey.objects.active().filter(name=_node_key_name(node)):
             revoke_gateway_key(old, None)

@@ -55,6 +55,31 @@ def test_an_operator_creates_a_rollout_and_reads_it_back(
     assert api(viewer).get(f"/api/v1/rollouts/{body['id']}/").json()["guard_window_s"] == 10
 
 
+def test_the_guard_watches_the_most_urgent_tier_of_the_config_unless_told(
+    api: Any, operator: Any, setup: dict[str, Any]
+) -> None:
+    from console.tuning.services import create_tier_config
+    from tests.rollouts.rollout_helpers import tier_config
+
+    doc = tier_config(1)
+    queues = doc["scheduler"]["queues"]
+    queues["interactive"] = {**queues["online"], "priority": 0}  # more urgent than online
+    renamed = create_tier_config(name="tiers", config=doc, message="an interactive tier")
+
+    def create(payload: dict[str, Any]) -> str:
+        response = api(operator).post("/api/v1/rollouts/", payload, format="json")
+        assert response.status_code == 201, response.json()
+        from console.tuning.rollouts.models import Rollout
+
+        rollout = Rollout.objects.get(pk=response.json()["id"])
+        rollout.delete()  # leave the nodes free for the next one
+        return rollout.guard_tier
+
+    assert create({"tier_config": renamed.pk}) == "interactive"
+    assert create({"tier_config": setup["v2"].pk}) == "online"  # the seed's tier names
+    assert create({"tier_config": renamed.pk, "guard_tier": "batch"}) == "batch"
+
+
 @pytest.mark.parametrize(
     ("payload", "field"),
     [

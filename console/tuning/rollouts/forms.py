@@ -92,8 +92,16 @@ class RolloutForm(forms.Form):
     guard_window_s = forms.FloatField(
         min_value=1, initial=30.0, label="SLO guard: observation window (s)"
     )
-    guard_tier = forms.CharField(max_length=50, initial="online", label="SLO guard: tier")
+    guard_tier = forms.CharField(
+        max_length=50,
+        required=False,
+        label="SLO guard: tier",
+        help_text="Empty: the most urgent tier of the tier config rolled out.",
+    )
     message = forms.CharField(required=False, max_length=500, label="Why")
+
+    def clean_guard_tier(self) -> str | None:
+        return self.cleaned_data["guard_tier"] or None  # None: services.guard_tier_of
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

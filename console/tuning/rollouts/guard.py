@@ -14,10 +14,21 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from scheduler import TierConfig, default_config
+
 # Too few requests say nothing about a P99: below this the TTFT check is skipped (and said so).
 MIN_REQUESTS = 5
 # Regressions smaller than this are noise on fast engines (5 ms -> 8 ms is "+60 %").
 ABSOLUTE_SLACK_S = 0.010
+
+
+def default_tier(config: TierConfig | None = None) -> str:
+    """The tier the guard watches unless told otherwise: the most urgent tier (smallest
+    priority number) of the tier config rolled out, or of the seed's when there is none."""
+    return (config or default_config()).tiers_by_urgency()[0]
+
+
+DEFAULT_TIER = default_tier()  # the seed's most urgent tier
 
 
 @dataclass(frozen=True)
@@ -73,7 +84,7 @@ def evaluate(
     *,
     max_ttft_p99_regression_pct: float | None,
     max_error_rate: float | None,
-    tier: str = "online",
+    tier: str = DEFAULT_TIER,
 ) -> GuardResult:
     problems: list[str] = []
     notes: list[str] = []

@@ -23,6 +23,7 @@ from console.tuning.rollouts.choices import (
     RolloutKind,
     RolloutState,
 )
+from console.tuning.rollouts.guard import DEFAULT_TIER
 
 _VERSION_FK: dict[str, Any] = {
     "null": True,
@@ -81,7 +82,7 @@ class Rollout(models.Model):
     )
     guard_window_s = models.FloatField(default=30.0, help_text="Observation window after each wave")
     guard_tier = models.CharField(
-        max_length=50, default="online", help_text="Tier whose TTFT P99 is guarded"
+        max_length=50, default=DEFAULT_TIER, help_text="Tier whose TTFT P99 is guarded"
     )
 
     state = models.CharField(

@@ -4,7 +4,7 @@ event in the same transaction as its change.
     create_rollout(*, tier_config=None, launch_profile=None, selection="all", nodes=(), label="",
                    canary_count=1, wave_size=0, convergence_timeout_s=120.0,
                    guard_max_ttft_p99_regression_pct=None, guard_max_error_rate=None,
-                   guard_window_s=30.0, guard_tier="online", message="", user=None,
+                   guard_window_s=30.0, guard_tier=None, message="", user=None,
                    request=None, start=True) -> Rollout
     rollback_rollout(rollout, user=None, request=None, start=True) -> Rollout
     rollback_version(version, user=None, request=None, start=True) -> Rollout
@@ -29,6 +29,7 @@ from console.audit.services import record
 from console.fleet.choices import NodeMode
 from console.fleet.models import Node
 from console.tuning.models import LaunchProfileVersion, TierConfigVersion
+from console.tuning.rollouts import guard
 from console.tuning.rollouts.choices import (
     ACTIVE_STATES,
     NodeSelection,
@@ -38,6 +39,7 @@ from console.tuning.rollouts.choices import (
 )
 from console.tuning.rollouts.models import Rollout, RolloutNode, event
 from console.tuning.rollouts.plan import assign_waves
+from scheduler import ConfigError
 
 DEFAULT_TIMEOUT_S = 120.0
 MAX_TIMEOUT_S = 86_400.0
@@ -176,6 +178,17 @@ def enqueue(rollout: Rollout) -> None:
     transaction.on_commit(lambda: run_rollout.delay(rollout_id))
 
 
+def guard_tier_of(tier_config: TierConfigVersion | None) -> str:
+    """The guard's tier when the operator names none: the most urgent tier of the tier config
+    rolled out; the seed's when the rollout carries none (or a version of an older schema)."""
+    if tier_config is None:
+        return guard.DEFAULT_TIER
+    try:
+        return guard.default_tier(tier_config.parsed())
+    except ConfigError:
+        return guard.DEFAULT_TIER
+
+
 def create_rollout(
     *,
     tier_config: TierConfigVersion | None = None,
@@ -189,7 +202,7 @@ def create_rollout(
     guard_max_ttft_p99_regression_pct: float | None = None,
     guard_max_error_rate: float | None = None,
     guard_window_s: float = 30.0,
-    guard_tier: str = "online",
+    guard_tier: str | None = None,  # None: the most urgent tier of the tier config
     message: str = "",
     user: Any = None,
     request: HttpRequest | None = None,
@@ -207,6 +220,8 @@ def create_rollout(
         guard_max_error_rate,
         guard_window_s,
     )
+    if guard_tier is None:
+        guard_tier = guard_tier_of(tier_config)
     if not guard_tier:
         raise RolloutError("guard_tier", "name the tier whose TTFT the guard watches")
     chosen = resolve_nodes(selection, nodes, label)

@@ -157,7 +157,11 @@ class RolloutCreateSerializer(serializers.Serializer):
     guard_window_s = serializers.FloatField(
         default=30.0, min_value=1, max_value=services.MAX_WINDOW_S
     )
-    guard_tier = serializers.CharField(default="online", max_length=50)
+    guard_tier = serializers.CharField(
+        required=False,
+        max_length=50,
+        help_text="Default: the most urgent tier of the tier config rolled out.",
+    )
     message = serializers.CharField(required=False, allow_blank=True, max_length=500)
 
 
