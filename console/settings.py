@@ -122,11 +122,11 @@ INSTALLED_APPS = [
     "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
     "rest_framework",
-    "rest_framework.authtoken",
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "console.core",
     "console.audit",
+    "console.accounts",
     "console.tuning",
     "console.fleet",
     "console.bench.apps.BenchConfig",
@@ -220,7 +220,8 @@ if TIERGATE_PRODUCTION:
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         # Token first: an anonymous API call gets 401 with WWW-Authenticate, not a bare 403.
-        "rest_framework.authentication.TokenAuthentication",
+        # API tokens are hashed at rest (console.accounts), unlike DRF's own authtoken.
+        "console.accounts.auth.ApiTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["console.core.roles.RolePermission"],
@@ -231,7 +232,14 @@ REST_FRAMEWORK = {
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Tiergate API",
-    "DESCRIPTION": "Ops console for tuning and traffic control of LLM inference fleets.",
+    "DESCRIPTION": (
+        "Ops console for tuning and traffic control of LLM inference fleets.\n\n"
+        "Authenticate with an API token: create one on the console's API tokens page "
+        "(/accounts/tokens/, any signed-in user) or with `manage.py create_api_token USER NAME`, "
+        "and send `Authorization: Bearer tgt_...`. A token acts with its owner's role: viewers "
+        "read, operators run benchmarks, rollouts and rollbacks, admins manage endpoints, keys "
+        "and nodes. The browser uses its session (with CSRF) instead."
+    ),
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
     "SWAGGER_UI_DIST": "SIDECAR",

@@ -14,6 +14,7 @@ api_v1 = [
         SpectacularSwaggerView.as_view(url_name="schema", permission_classes=[AllowAny]),
         name="swagger-ui",
     ),
+    path("", include("console.accounts.api.urls")),
     path("", include("console.audit.api.urls")),
     path("", include("console.tuning.api.urls")),
     path("", include("console.fleet.api.urls")),
@@ -22,6 +23,7 @@ api_v1 = [
 
 urlpatterns = [
     path("", include("console.core.urls")),
+    path("accounts/", include("console.accounts.urls")),
     path("audit/", include("console.audit.urls")),
     path("tuning/", include("console.tuning.urls")),
     path("fleet/", include("console.fleet.urls")),
