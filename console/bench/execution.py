@@ -18,7 +18,7 @@ from typing import Any
 from django.db import connections, transaction
 from django.utils import timezone
 
-from console.bench import services
+from console.bench import lifecycle, snapshots
 from console.bench.choices import RunStatus
 from console.bench.models import BenchmarkRun, RequestSample
 from console.bench.presets import prompts_jsonl
@@ -100,12 +100,12 @@ def store_result(run_id: int, result: RunResult) -> None:
 
 def execute_run(run_id: int) -> str:
     """Run one benchmark; returns the final status (or "skipped" when another hand has it)."""
-    if not services.claim(run_id):
+    if not lifecycle.claim(run_id):
         log.info("benchmark %s: not pending any more, nothing to do", run_id)
         return "skipped"
     run = BenchmarkRun.objects.select_related("endpoint", "endpoint__node").get(pk=run_id)
     try:
-        snapshot = services.snapshot_config(run.endpoint)
+        snapshot = snapshots.snapshot_config(run.endpoint)
         BenchmarkRun.objects.filter(pk=run_id).update(config_snapshot=snapshot)
         cancel = threading.Event()
         with tempfile.TemporaryDirectory(prefix="tiergate-bench-") as tmp:
@@ -132,14 +132,14 @@ def execute_run(run_id: int) -> str:
             fields["progress_percent"] = 100.0
         status = RunStatus.CANCELLED if cancelled else RunStatus.SUCCEEDED
         reason = "cancelled by a user; results cover the requests completed" if cancelled else ""
-        if not services.finish(run_id, status, reason, **fields):
+        if not lifecycle.finish(run_id, status, reason, **fields):
             # Already decided elsewhere (e.g. swept as lost): keep its status, keep the results.
             BenchmarkRun.objects.filter(pk=run_id).update(**fields)
         return str(status)
     except BaseException as exc:
         # BaseException: the soft time limit and worker shutdown must leave a final state too.
         log.exception("benchmark %s failed", run_id)
-        services.finish(run_id, RunStatus.FAILED, f"{type(exc).__name__}: {exc}")
+        lifecycle.finish(run_id, RunStatus.FAILED, f"{type(exc).__name__}: {exc}")
         if isinstance(exc, Exception):
             return str(RunStatus.FAILED)
         raise

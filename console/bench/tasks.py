@@ -1,10 +1,10 @@
-"""Celery tasks of the bench app: thin wrappers over execution and services."""
+"""Celery tasks of the bench app: thin wrappers over execution and lifecycle."""
 
 from __future__ import annotations
 
 from celery import shared_task
 
-from console.bench import execution, services
+from console.bench import execution, lifecycle
 
 
 @shared_task(name="bench.run_benchmark", acks_late=True, ignore_result=True)
@@ -17,4 +17,4 @@ def run_benchmark(run_id: int) -> str:
 @shared_task(name="bench.detect_lost_runs", acks_late=True, ignore_result=True)
 def detect_lost_runs() -> list[int]:
     """Beat, every 30 s: running runs whose progress went quiet are marked failed."""
-    return services.mark_lost_runs()
+    return lifecycle.mark_lost_runs()
