@@ -8,6 +8,7 @@ lifecycle, one direction.
 
 from __future__ import annotations
 
+import secrets
 import uuid
 from typing import Any
 
@@ -93,6 +94,7 @@ def create_run(
     label: str = "",
     notes: str = "",
     enqueue: bool = True,
+    series: Any = None,
 ) -> BenchmarkRun:
     """Validate, store a pending run, and queue its task once the transaction commits."""
     model = model or str(workload.get("model") or "") or default_model(endpoint)
@@ -101,6 +103,10 @@ def create_run(
     profiles = validate_tier_profiles(tier_profiles) if tier_profiles else {}
     if profiles:
         workload = {**workload, "tier_mix": {t: p["weight"] for t, p in profiles.items()}}
+    if workload.get("salt") is None:
+        # A fresh salt per run: no run finds an earlier one's prompts in the prefix cache.
+        # An explicit salt (a rerun that must send the very same prompts) is kept; "" is none.
+        workload = {**workload, "salt": new_salt()}
     clean = validate_workload({**workload, "base_url": endpoint.base_url, "model": model})
     with transaction.atomic():
         run = BenchmarkRun.objects.create(
@@ -112,7 +118,8 @@ def create_run(
             label=label,
             notes=notes,
             created_by=user if getattr(user, "is_authenticated", False) else None,
-            celery_task_id=str(uuid.uuid4()),
+            celery_task_id=new_task_id(),
+            series=series,
         )
         record(
             action=Action.RUN,
@@ -125,6 +132,14 @@ def create_run(
         if enqueue:
             transaction.on_commit(lambda: enqueue_run(run))
     return run
+
+
+def new_task_id() -> str:
+    return str(uuid.uuid4())
+
+
+def new_salt() -> str:
+    return f"run-{secrets.token_hex(4)}"
 
 
 def enqueue_run(run: BenchmarkRun) -> None:

@@ -18,3 +18,10 @@ def run_benchmark(run_id: int) -> str:
 def detect_lost_runs() -> list[int]:
     """Beat, every 30 s: running runs whose progress went quiet are marked failed."""
     return lifecycle.mark_lost_runs()
+
+
+@shared_task(name="bench.run_series", acks_late=True, ignore_result=True)
+def run_series(series_ids: list[int]) -> list[str]:
+    """Repeats: the series' runs one after another (interleaved for a pair). Idempotent like
+    run_benchmark: each run is claimed, so a redelivery continues with the pending ones."""
+    return execution.execute_series(series_ids)
