@@ -1,11 +1,12 @@
 """The ASGI app: the two completion routes go straight to the gateway's plain ASGI handler;
-everything else (/health, /metrics, /v1/models, /agent/v1/status) is a small Starlette app that
+everything else (/health, /metrics, /v1/models, /agent/v1/...) is a small Starlette app that
 also runs the agent's lifespan."""
 
 from __future__ import annotations
 
 import contextlib
 import hmac
+import os
 from collections.abc import AsyncIterator
 
 import aiohttp
@@ -18,6 +19,7 @@ from starlette.routing import Route
 from gpu_agent.agent import Agent
 from gpu_agent.errors import error_body
 from gpu_agent.gateway import Gateway
+from gpu_agent.telemetry import parse_engine_metrics
 from gpu_agent.types import Receive, Scope, Send
 
 
@@ -69,11 +71,68 @@ def _control_app(agent: Agent) -> Starlette:
             return _error(401, "invalid node token", "invalid_node_token")
         return JSONResponse(agent.status())
 
+    def refuse_bench_control(request: Request) -> Response | None:
+        """Benchmark controls take the node token or a gateway key that may use every tier
+        of the running config (the console's own key for the node is one)."""
+        token = _bearer(request)
+        expected = agent.options.node_token
+        if token is None:
+            return _error(401, "missing bearer token", "invalid_api_key")
+        if expected is not None and hmac.compare_digest(token.encode(), expected.encode()):
+            return None
+        key = agent.keys.lookup(token)
+        if key is None:
+            return _error(401, "invalid API key", "invalid_api_key")
+        if not set(agent.config.scheduler.queues) <= key.tiers:
+            return _error(403, "this key may not use every tier", "tier_not_allowed")
+        return None
+
+    async def engine_state(request: Request) -> Response:
+        if (refusal := refuse_bench_control(request)) is not None:
+            return refusal
+        try:
+            async with agent.session.get(agent.engine_url + "/metrics") as upstream:
+                text = await upstream.text()
+                status = upstream.status
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            return _error(503, f"the engine is not reachable: {exc}", "engine_down")
+        if status != 200:
+            return _error(502, f"engine answered {status} for /metrics", "engine_error")
+        figures = parse_engine_metrics(text)
+        load1, load5, _ = os.getloadavg()
+        return JSONResponse(
+            {
+                "engine": {
+                    k: figures.get(k)
+                    for k in ("prefix_queries", "prefix_hits", "preemptions_total")
+                },
+                "host": {"load1": load1, "load5": load5, "cpus": os.cpu_count()},
+            }
+        )
+
+    async def reset_prefix_cache(request: Request) -> Response:
+        if (refusal := refuse_bench_control(request)) is not None:
+            return refusal
+        try:
+            async with agent.session.post(agent.engine_url + "/reset_prefix_cache") as upstream:
+                status = upstream.status
+                detail = (await upstream.text())[:200]
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            return _error(503, f"the engine is not reachable: {exc}", "engine_down")
+        if status in (404, 405):
+            message = "the engine has no /reset_prefix_cache (vLLM needs VLLM_SERVER_DEV_MODE=1)"
+            return _error(501, message, "not_supported")
+        if status != 200:
+            return _error(502, f"engine answered {status}: {detail}", "engine_error")
+        return JSONResponse({"reset": True})
+
     routes = [
         Route("/health", health),
         Route("/metrics", metrics),
         Route("/v1/models", models),
         Route("/agent/v1/status", status),
+        Route("/agent/v1/engine/state", engine_state),
+        Route("/agent/v1/engine/reset-prefix-cache", reset_prefix_cache, methods=["POST"]),
     ]
     return Starlette(routes=routes, lifespan=lifespan)
 

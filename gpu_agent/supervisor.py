@@ -212,7 +212,9 @@ class EngineSupervisor:
                 stderr=asyncio.subprocess.STDOUT,
                 start_new_session=True,  # its own process group: stopping it stops its workers
                 preexec_fn=_die_with_parent,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                # Dev mode opens vLLM's POST /reset_prefix_cache, which benchmarks use
+                # (docs/protocol.md); an operator's VLLM_SERVER_DEV_MODE=0 wins.
+                env={"VLLM_SERVER_DEV_MODE": "1", **os.environ, "PYTHONUNBUFFERED": "1"},
             )
         except OSError as exc:
             self.state = "down"

@@ -101,6 +101,12 @@ def create_app(config: SimConfig) -> Starlette:
     async def prometheus(request: Request) -> Response:
         return Response(metrics.exposition(), media_type=PROMETHEUS_TEXT)
 
+    async def reset_prefix_cache(request: Request) -> Response:
+        # vLLM (VLLM_SERVER_DEV_MODE=1) answers 200 with an empty body; the engine loop runs
+        # on this event loop, so the cache is never touched mid-step.
+        runner.engine.kv.reset_prefix_cache()
+        return Response(status_code=200)
+
     async def gpu(request: Request) -> Response:
         return JSONResponse(runner.gpu())
 
@@ -118,6 +124,7 @@ def create_app(config: SimConfig) -> Starlette:
         Route("/v1/models", models),
         Route("/health", health),
         Route("/metrics", prometheus),
+        Route("/reset_prefix_cache", reset_prefix_cache, methods=["POST"]),
         Route("/sim/v1/gpu", gpu),
         Route("/sim/v1/requests", sim_requests),
     ]
