@@ -19,6 +19,7 @@ from console.bench.choices import Preset, RunStatus
 from console.bench.forms import QuickRunForm, RunForm
 from console.bench.models import BenchmarkRun, RequestSample
 from console.bench.presets import PRESETS, preset_workload
+from console.core.ids import parse_id
 from console.core.roles import OPERATOR, VIEWER, has_role, require_role
 from console.fleet.choices import EndpointKind
 from console.fleet.models import Endpoint
@@ -39,8 +40,8 @@ def run_list(request: HttpRequest) -> HttpResponse:
     filters = {k: request.GET.get(k, "") for k in ("status", "endpoint", "preset")}
     if filters["status"] in RunStatus.values:
         runs = runs.filter(status=filters["status"])
-    if filters["endpoint"].isdigit():
-        runs = runs.filter(endpoint_id=int(filters["endpoint"]))
+    if filters["endpoint"]:
+        runs = runs.filter(endpoint_id=parse_id(filters["endpoint"], "endpoint"))
     if filters["preset"] in Preset.values:
         runs = runs.filter(preset=filters["preset"])
     page = Paginator(runs, RUNS_PER_PAGE).get_page(request.GET.get("page"))
@@ -225,8 +226,9 @@ def compare(request: HttpRequest) -> HttpResponse:
         .order_by("-created_at")[:200]
     )
     context: dict[str, Any] = {"choices": finished, "a_id": a_id, "b_id": b_id, "comparison": None}
-    if a_id.isdigit() and b_id.isdigit():
-        a, b = _run(int(a_id)), _run(int(b_id))
+    if a_id and b_id:
+        a_pk, b_pk = parse_id(a_id, "a"), parse_id(b_id, "b")
+        a, b = _run(a_pk), _run(b_pk)
         arrays = (
             results.sample_arrays(a),
             results.sample_arrays(b),

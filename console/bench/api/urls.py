@@ -1,9 +1,8 @@
 from __future__ import annotations
 
-from rest_framework.routers import SimpleRouter
-
 from console.bench.api.views import BenchmarkRunViewSet
+from console.core.routers import IdRouter
 
-router = SimpleRouter(trailing_slash=True)
+router = IdRouter(trailing_slash=True)
 router.register("benchmarks", BenchmarkRunViewSet, basename="benchmarkrun")
 urlpatterns = router.urls

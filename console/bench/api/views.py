@@ -19,6 +19,7 @@ from console.bench.api.serializers import (
 )
 from console.bench.choices import Preset, RunStatus
 from console.bench.models import BenchmarkRun, RequestSample
+from console.core.ids import parse_id
 from console.core.roles import OPERATOR
 
 _FILTERS = [
@@ -60,9 +61,7 @@ class BenchmarkRunViewSet(
                 raise ValidationError({"status": [f"must be one of {', '.join(RunStatus.values)}"]})
             qs = qs.filter(status=params["status"])
         if params.get("endpoint"):
-            if not params["endpoint"].isdigit():
-                raise ValidationError({"endpoint": ["must be an endpoint id"]})
-            qs = qs.filter(endpoint_id=int(params["endpoint"]))
+            qs = qs.filter(endpoint_id=parse_id(params["endpoint"], "endpoint"))
         if params.get("preset"):
             if params["preset"] not in Preset.values:
                 raise ValidationError({"preset": [f"must be one of {', '.join(Preset.values)}"]})
@@ -100,9 +99,9 @@ class BenchmarkRunViewSet(
         ids = {}
         for name in ("a", "b"):
             raw = request.query_params.get(name, "")
-            if not raw.isdigit():
+            if not raw:
                 raise ValidationError({name: ["required: the id of a run"]})
-            ids[name] = int(raw)
+            ids[name] = parse_id(raw, name)
         runs = {
             r.pk: r
             for r in BenchmarkRun.objects.select_related("endpoint").filter(pk__in=ids.values())
