@@ -197,12 +197,25 @@ class Reconciler:
         if reply.get("gateway_keys") is not None:  # absent or null: keys unchanged
             self._apply_keys(reply["gateway_keys"], str(reply.get("keys_version", "")))
 
+    def _forget_errors(self, kind: str, desired: Any) -> None:
+        """An apply error is about a desired version: once that version is no longer desired
+        (another one, or none), it is history and not reported again (docs/protocol.md)."""
+        error = self.agent.apply_errors.get(kind)
+        if error is not None and error.get("version") != desired:
+            del self.agent.apply_errors[kind]
+        if kind == LAUNCH_PROFILE and self._failed_profile != desired:
+            self._failed_profile = None  # desired again later: worth another try
+
     def _apply_tier_config(self, wanted: Any) -> None:
         agent = self.agent
         if not isinstance(wanted, dict):
+            # Nothing desired: keep the config it runs, report no drift and no error for it.
+            agent.desired_seen[TIER_CONFIG] = None
+            self._forget_errors(TIER_CONFIG, None)
             return
         version = wanted.get("id")
         agent.desired_seen[TIER_CONFIG] = version
+        self._forget_errors(TIER_CONFIG, version)
         if version == agent.applied[TIER_CONFIG] or "config" not in wanted:
             return
         try:
@@ -223,9 +236,13 @@ class Reconciler:
     def _apply_launch_profile(self, wanted: Any) -> None:
         agent = self.agent
         if not isinstance(wanted, dict):
+            # Nothing desired: keep the engine as it runs (no restart), and no error for it.
+            agent.desired_seen[LAUNCH_PROFILE] = None
+            self._forget_errors(LAUNCH_PROFILE, None)
             return
         version = wanted.get("id")
         agent.desired_seen[LAUNCH_PROFILE] = version
+        self._forget_errors(LAUNCH_PROFILE, version)
         if version == agent.applied[LAUNCH_PROFILE]:
             return
         if agent.supervisor is None:

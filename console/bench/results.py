@@ -13,7 +13,6 @@ import numpy as np
 from django.utils import timezone
 
 from console.bench.models import BenchmarkRun, RequestSample
-from console.core.tiers import tier_sort_key
 from console.fleet.models import TelemetrySample
 from console.tuning.diffs import dict_diff, launch_args_diff, tier_config_diff
 from loadgen.stats import NO_TIER, OVERALL

@@ -17,8 +17,10 @@ import numpy as np
 from console.bench.choices import COMPARABLE, RunStatus, Verdict
 from console.bench.comparison import METRICS
 from console.bench.models import BenchmarkRun, RunSeries
-from console.bench.results import Arrays, config_diff, finite, sample_arrays, tier_sort_key
+from console.bench.results import Arrays, config_diff, finite, sample_arrays
 from console.bench.verdicts import compare_percentile_runs, compare_statistic, overall_verdict
+from console.core.ids import IdError, parse_id
+from console.core.tiers import tier_sort_key
 
 THROUGHPUT = ("request_throughput_rps", "output_throughput_tps")
 # Differences in run conditions worth a row's highlight on the compare page.
@@ -44,18 +46,23 @@ def resolve(field: str, raw: str) -> Side:
     """A side from its reference; errors name the field."""
     raw = raw.strip()
     qs = BenchmarkRun.objects.select_related("endpoint")
-    if raw[:1] == "s" and raw[1:].isdigit():
-        series = RunSeries.objects.filter(pk=int(raw[1:])).first()
+    is_series = raw[:1] == "s"
+    try:
+        pk = parse_id(raw[1:] if is_series else raw, field)
+    except IdError:
+        raise SideError(
+            field, "required: a run id, or s<id> for a series of repeats (ASCII digits)"
+        ) from None
+    if is_series:
+        series = RunSeries.objects.filter(pk=pk).first()
         if series is None:
-            raise SideError(field, f"no series with id {raw[1:]}")
+            raise SideError(field, f"no series with id {pk}")
         runs = list(qs.filter(series=series).order_by("pk"))
         done = [r for r in runs if r.status in COMPARABLE]
         return Side(raw, f"series {series.pk} ({len(done)}/{len(runs)} runs)", done, series)
-    if not raw.isdigit():
-        raise SideError(field, "required: a run id, or s<id> for a series of repeats")
-    run = qs.filter(pk=int(raw)).first()
+    run = qs.filter(pk=pk).first()
     if run is None:
-        raise SideError(field, f"no run with id {raw}")
+        raise SideError(field, f"no run with id {pk}")
     return Side(raw, f"#{run.pk}", [run])
 
 

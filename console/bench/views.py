@@ -20,7 +20,9 @@ from console.bench.choices import COMPARABLE, Preset, RunStatus
 from console.bench.forms import QuickRunForm, RunForm
 from console.bench.models import BenchmarkRun, RequestSample, RunSeries
 from console.bench.presets import PRESETS, preset_workload
+from console.core.ids import parse_id
 from console.core.roles import OPERATOR, VIEWER, has_role, require_role
+from console.core.tiers import tier_sort_key
 from console.fleet.choices import EndpointKind
 from console.fleet.models import Endpoint
 
@@ -29,7 +31,7 @@ RUNS_PER_PAGE = 25
 
 def summary_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
     """The summary's tiers in display order (online, batch, offline, others, overall)."""
-    return [{"tier": tier, **summary[tier]} for tier in sorted(summary, key=results.tier_sort_key)]
+    return [{"tier": tier, **summary[tier]} for tier in sorted(summary, key=tier_sort_key)]
 
 
 @login_required
@@ -40,8 +42,8 @@ def run_list(request: HttpRequest) -> HttpResponse:
     filters = {k: request.GET.get(k, "") for k in ("status", "endpoint", "preset")}
     if filters["status"] in RunStatus.values:
         runs = runs.filter(status=filters["status"])
-    if filters["endpoint"].isdigit():
-        runs = runs.filter(endpoint_id=int(filters["endpoint"]))
+    if filters["endpoint"]:
+        runs = runs.filter(endpoint_id=parse_id(filters["endpoint"], "endpoint"))
     if filters["preset"] in Preset.values:
         runs = runs.filter(preset=filters["preset"])
     page = Paginator(runs, RUNS_PER_PAGE).get_page(request.GET.get("page"))
@@ -290,7 +292,7 @@ def compare(request: HttpRequest) -> HttpResponse:
             a, b = sides.resolve("a", a_id), sides.resolve("b", b_id)
         except sides.SideError as exc:
             messages.error(request, str(exc))
-            return render(request, "bench/compare.html", context)
+            return render(request, "bench/compare.html", context, status=400)
         # Read once: verdicts and charts.
         arrays = (
             [results.sample_arrays(r) for r in a.runs],
@@ -305,9 +307,7 @@ def compare(request: HttpRequest) -> HttpResponse:
                 "b": b,
                 "comparison": comparison,
                 "pair_of_runs": a_id.isdigit() and b_id.isdigit(),
-                "tiers": sorted(
-                    comparison["tiers"].items(), key=lambda kv: results.tier_sort_key(kv[0])
-                ),
+                "tiers": sorted(comparison["tiers"].items(), key=lambda kv: tier_sort_key(kv[0])),
                 "figures": charts.compare_figures(
                     comparison,
                     sides.pooled(arrays[0]),

@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from console.fleet import crypto
 from console.fleet.choices import EndpointKind, GpuSource, NodeMode, NodeStatus
+from console.fleet.status import node_status, open_errors
 
 
 def validate_base_url(value: str) -> None:
@@ -150,6 +151,9 @@ class Node(models.Model):
     apply_errors = models.JSONField(
         default=dict, blank=True, help_text="Last failed apply per kind"
     )
+    # Errors an operator acknowledged ({kind: the error as reported}): they no longer make the
+    # node degraded; an acknowledgement lapses when the agent stops reporting that error.
+    acknowledged_errors = models.JSONField(default=dict, blank=True)
 
     mode = models.CharField(
         max_length=10, choices=NodeMode.choices, blank=True, default=NodeMode.UNKNOWN
@@ -174,17 +178,22 @@ class Node(models.Model):
         return self.name
 
     def status(self, now: datetime | None = None) -> str:
-        if self.last_seen_at is None:
-            return NodeStatus.NEW
-        if (now or timezone.now()) - self.last_seen_at > STALE_AFTER:
-            return NodeStatus.STALE
-        engine = (self.health or {}).get("engine")
-        gateway = (self.health or {}).get("gateway")
-        if engine == "down":
-            return NodeStatus.DOWN
-        if engine != "ok" or gateway != "ok" or self.apply_errors:
-            return NodeStatus.DEGRADED
-        return NodeStatus.HEALTHY
+        """What every page and the API show (console/fleet/status.py)."""
+        return node_status(
+            last_seen_at=self.last_seen_at,
+            health=self.health,
+            open_errors=self.open_apply_errors,
+            now=now or timezone.now(),
+            stale_after_s=STALE_AFTER.total_seconds(),
+        )
+
+    @property
+    def open_apply_errors(self) -> dict[str, Any]:
+        return open_errors(self.apply_errors, self.acknowledged_errors)
+
+    @property
+    def is_stale_or_new(self) -> bool:
+        return self.status() in (NodeStatus.NEW, NodeStatus.STALE)
 
     @property
     def is_simulated(self) -> bool:

@@ -11,6 +11,7 @@ records a plaintext secret except the one-time `token` / `key` a creator must se
     update_node(node, user, request=None, **fields) -> Node
     delete_node(node, user, request=None) -> None
     set_desired(nodes, tier_config=None, launch_profile=None, user=None, reason="") -> list[Node]
+    (unsetting desired versions and acknowledging apply errors: console/fleet/desired.py)
     create_gateway_key(name, tiers, default_tier, user, nodes=None, request=None)
         -> (GatewayKey, key)
     revoke_gateway_key(key, user, request=None) -> GatewayKey

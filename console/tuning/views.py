@@ -13,10 +13,11 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.db.models import Count, Max
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
 
+from console.core.ids import optional_id, parse_id
 from console.core.roles import OPERATOR, VIEWER, has_role, require_role
 from console.tuning import services
 from console.tuning.diffs import display_rows
@@ -149,9 +150,7 @@ def version_detail(request: HttpRequest, kind: Kind, pk: int) -> HttpResponse:
     against = previous
     raw = request.GET.get("against", "")
     if raw:
-        if not raw.isdigit():
-            raise Http404("no such version")
-        against = get_object_or_404(kind.model, pk=int(raw))
+        against = get_object_or_404(kind.model, pk=parse_id(raw, "against"))
     others = kind.model.objects.exclude(pk=obj.pk).order_by("name", "-version")[:DIFF_CHOICES]
     context: dict[str, Any] = {
         "kind": kind,
@@ -174,8 +173,9 @@ def version_detail(request: HttpRequest, kind: Kind, pk: int) -> HttpResponse:
 def version_create(request: HttpRequest, kind: Kind) -> HttpResponse:
     require_role(request, OPERATOR)
     source: VersionedDocument | None = None
-    if request.GET.get("from", "").isdigit():
-        source = kind.model.objects.filter(pk=int(request.GET["from"])).first()
+    source_id = optional_id(request.GET.get("from"), "from")
+    if source_id is not None:
+        source = kind.model.objects.filter(pk=source_id).first()
     if request.method == "POST":
         form = kind.form(request.POST, request.FILES)
         if form.is_valid():

@@ -44,7 +44,7 @@ def profile(operator: Any, profile_args: dict[str, Any]) -> LaunchProfileVersion
 
 
 def test_the_nav_bar_links_both_lists(viewer: Any) -> None:
-    html = client_for(viewer).get("/audit/").content.decode()
+    html = client_for(viewer).get("/fleet/").content.decode()
     assert 'href="/tuning/tier-configs/"' in html and 'href="/tuning/launch-profiles/"' in html
 
 

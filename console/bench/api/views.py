@@ -23,6 +23,7 @@ from console.bench.api.serializers import (
 )
 from console.bench.choices import Preset, RunStatus
 from console.bench.models import BenchmarkRun, RequestSample, RunSeries
+from console.core.ids import parse_id
 from console.core.roles import OPERATOR
 
 _FILTERS = [
@@ -68,9 +69,7 @@ class BenchmarkRunViewSet(
                 raise ValidationError({"status": [f"must be one of {', '.join(RunStatus.values)}"]})
             qs = qs.filter(status=params["status"])
         if params.get("endpoint"):
-            if not params["endpoint"].isdigit():
-                raise ValidationError({"endpoint": ["must be an endpoint id"]})
-            qs = qs.filter(endpoint_id=int(params["endpoint"]))
+            qs = qs.filter(endpoint_id=parse_id(params["endpoint"], "endpoint"))
         if params.get("preset"):
             if params["preset"] not in Preset.values:
                 raise ValidationError({"preset": [f"must be one of {', '.join(Preset.values)}"]})

@@ -10,11 +10,11 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import mixins, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import ValidationError
 from rest_framework.renderers import BaseRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from console.core.ids import parse_id
 from console.core.roles import OPERATOR
 from console.tuning.api.serializers import (
     LaunchProfileVersionSerializer,
@@ -83,9 +83,7 @@ class _VersionViewSet(
         if raw in (None, ""):
             against = obj.previous()
         else:
-            if not raw.isdigit():
-                raise ValidationError({"against": ["must be the id of a version"]})
-            against = get_object_or_404(self.model, pk=int(raw))
+            against = get_object_or_404(self.model, pk=parse_id(raw, "against"))
         rows = obj.diff_from(against)
         data = {
             "against": _ref(against),

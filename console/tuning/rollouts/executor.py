@@ -12,8 +12,9 @@ the rollout up from those rows and carries on, or finalises it.
 
 Each poll reads the current wave's nodes (one query) and compares what their heartbeats
 reported with the targets (plan.progress). On any failure, timeout, SLO regression or abort
-the rollout turns to rolling_back: every node it touched is set back to the versions it had
-before, and the rollout ends once they report them applied.
+the rollout turns to rolling_back: every node it touched is set back to exactly its state
+before (plan.restore: the version it desired, or no desired version after going back to the
+version it ran), and the rollout ends once they report it applied and healthy.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from django.utils import timezone
 
 from console.audit.choices import Action
 from console.audit.services import record
+from console.fleet.desired import clear_desired
 from console.fleet.heartbeat import heartbeat_interval_s
 from console.fleet.models import Node, TelemetrySample
 from console.fleet.services import set_desired
@@ -56,10 +58,12 @@ from console.tuning.rollouts.plan import (
     LAUNCH_PROFILE,
     TIER_CONFIG,
     NodeFacts,
+    Restore,
     is_applied,
     is_fresh,
     is_healthy,
     progress,
+    restore,
 )
 
 log = logging.getLogger(__name__)
@@ -90,21 +94,28 @@ def facts_of(node: Node) -> NodeFacts:
         apply_errors=node.apply_errors or {},
         health=node.health or {},
         last_seen_at=node.last_seen_at,
+        acknowledged_errors=node.acknowledged_errors or {},
     )
+
+
+KINDS = (TIER_CONFIG, LAUNCH_PROFILE)
+
+
+def changed_kinds(part: RolloutNode) -> list[str]:
+    """The kinds this part sets: a target version, or (rollbacks) no desired version."""
+    return [k for k in KINDS if getattr(part, f"target_{k}_id") or getattr(part, f"unset_{k}")]
+
+
+def restores_of(part: RolloutNode) -> dict[str, Restore]:
+    """How each kind this part changed goes back to its state before (plan.restore)."""
+    return {
+        k: restore(getattr(part, f"prev_{k}_id"), getattr(part, f"prev_applied_{k}_id"))
+        for k in changed_kinds(part)
+    }
 
 
 def targets_of(part: RolloutNode) -> dict[str, int | None]:
     return {TIER_CONFIG: part.target_tier_config_id, LAUNCH_PROFILE: part.target_launch_profile_id}
-
-
-def previous_of(part: RolloutNode) -> dict[str, int | None]:
-    """The versions to go back to, for the kinds this rollout changed."""
-    return {
-        TIER_CONFIG: part.prev_tier_config_id if part.target_tier_config_id is not None else None,
-        LAUNCH_PROFILE: part.prev_launch_profile_id
-        if part.target_launch_profile_id is not None
-        else None,
-    }
 
 
 class Executor:
@@ -231,20 +242,35 @@ class Executor:
                     wave_started_at=now
                 )
             groups: dict[tuple[int | None, int | None], list[Node]] = defaultdict(list)
+            unsets: dict[str, list[Node]] = defaultdict(list)
             nodes = Node.objects.in_bulk([p.node_id for p in pending])
             for part in pending:
                 node = nodes[part.node_id]
-                prev_tier = node.desired_tier_config_id or node.applied_tier_config_id
-                prev_profile = node.desired_launch_profile_id or node.applied_launch_profile_id
+                kinds = changed_kinds(part)
+                before: dict[str, int | None] = {}
+                for kind in KINDS:
+                    changed = kind in kinds
+                    before[f"prev_{kind}_id"] = (
+                        getattr(node, f"desired_{kind}_id") if changed else None
+                    )
+                    before[f"prev_applied_{kind}_id"] = (
+                        getattr(node, f"applied_{kind}_id") if changed else None
+                    )
                 claimed = RolloutNode.objects.filter(pk=part.pk, state=NodeState.PENDING).update(
-                    state=NodeState.APPLYING,
-                    applying_at=now,
-                    prev_tier_config_id=prev_tier if part.target_tier_config_id else None,
-                    prev_launch_profile_id=prev_profile if part.target_launch_profile_id else None,
+                    state=NodeState.APPLYING, applying_at=now, **before
                 )
                 if claimed:
                     groups[(part.target_tier_config_id, part.target_launch_profile_id)].append(node)
+                    for kind in kinds:  # no version to go through first: unset at once
+                        if getattr(part, f"unset_{kind}") and not getattr(
+                            part, f"target_{kind}_id"
+                        ):
+                            unsets[kind].append(node)
+            for kind, group in unsets.items():
+                clear_desired(group, [kind], user=rollout.created_by, reason=str(rollout))
             for (tier_id, profile_id), group in groups.items():
+                if tier_id is None and profile_id is None:
+                    continue
                 tier = _version("TierConfigVersion", tier_id)
                 profile = _version("LaunchProfileVersion", profile_id)
                 set_desired(
@@ -293,9 +319,18 @@ class Executor:
                     )
                 failed = failed or part
             elif verdict.state == HEALTHY:
-                if self._move(
-                    part, NodeState.HEALTHY, applied_at=part.applied_at or now, healthy_at=now
-                ):
+                with transaction.atomic():
+                    moved = self._move(
+                        part, NodeState.HEALTHY, applied_at=part.applied_at or now, healthy_at=now
+                    )
+                    later = [
+                        k
+                        for k in KINDS
+                        if getattr(part, f"unset_{k}") and getattr(part, f"target_{k}_id")
+                    ]
+                    if moved and later:  # back on what it ran before: now it desires nothing
+                        clear_desired([part.node], later, rollout.created_by, str(rollout))
+                if moved:
                     event(rollout, f"{part.node.name} applied and healthy", node=part.node, now=now)
             elif verdict.state == APPLIED and part.state == NodeState.APPLYING:
                 self._move(part, NodeState.APPLIED, applied_at=now)
@@ -312,27 +347,40 @@ class Executor:
         return bool(moved)
 
     def wave_healthy(self, rollout: Rollout, parts: list[RolloutNode], now: datetime) -> None:
+        """The wave is applied and healthy: watch it for its observation window (the canary's
+        soak, or a later wave's guard window), then judge the SLO guard and move on."""
         wave = rollout.current_wave
-        if rollout.has_guard and rollout.kind == RolloutKind.ROLLOUT:
+        window_s = rollout.observation_s(wave)
+        if window_s > 0:
+            what = "the SLO guard" if rollout.has_guard else "its health"
             if rollout.guard_since is None:
                 Rollout.objects.filter(pk=rollout.pk, guard_since=None).update(guard_since=now)
+                soak = "canary soaking" if rollout.is_canary_wave(wave) else "healthy"
                 event(
-                    rollout,
-                    f"wave {wave + 1} healthy; "
-                    f"watching the SLO guard for {rollout.guard_window_s:g} s",
-                    now=now,
+                    rollout, f"wave {wave + 1} {soak}; watching {what} for {window_s:g} s", now=now
                 )
                 return
-            if (now - rollout.guard_since).total_seconds() < rollout.guard_window_s:
+            sick = [
+                p.node.name for p in parts if not is_healthy(facts_of(p.node), now, self.fresh_s)
+            ]
+            if sick:
+                reason = f"wave {wave + 1}: {', '.join(sick)} unhealthy while being watched"
+                event(rollout, reason, level=EventLevel.ERROR, now=now)
+                self.begin_revert(rollout, RolloutState.ROLLED_BACK, reason, now)
                 return
-            result = self.evaluate_guard(rollout, parts, now)
-            if not result.ok:
-                event(rollout, result.message, level=EventLevel.ERROR, now=now)
-                self.begin_revert(
-                    rollout, RolloutState.ROLLED_BACK, f"wave {wave + 1}: {result.message}", now
-                )
+            if (now - rollout.guard_since).total_seconds() < window_s:
                 return
-            event(rollout, f"wave {wave + 1}: {result.message}", now=now)
+            if rollout.has_guard:
+                result = self.evaluate_guard(rollout, parts, now, window_s)
+                if not result.ok:
+                    event(rollout, result.message, level=EventLevel.ERROR, now=now)
+                    self.begin_revert(
+                        rollout, RolloutState.ROLLED_BACK, f"wave {wave + 1}: {result.message}", now
+                    )
+                    return
+                event(rollout, f"wave {wave + 1}: {result.message}", now=now)
+            else:
+                event(rollout, f"wave {wave + 1} stayed healthy for {window_s:g} s", now=now)
         else:
             event(rollout, f"wave {wave + 1} applied and healthy", now=now)
         Rollout.objects.filter(pk=rollout.pk, current_wave=wave).update(
@@ -342,10 +390,10 @@ class Executor:
         )
 
     def evaluate_guard(
-        self, rollout: Rollout, parts: list[RolloutNode], now: datetime
+        self, rollout: Rollout, parts: list[RolloutNode], now: datetime, window_s: float
     ) -> guard.GuardResult:
         ids = [p.node_id for p in parts]
-        window = timedelta(seconds=rollout.guard_window_s)
+        window = timedelta(seconds=window_s)
         started = rollout.wave_started_at or rollout.guard_since or now
         samples = TelemetrySample.objects.filter(node_id__in=ids)
         before = samples.filter(ts__gte=started - window, ts__lt=started).values_list(
@@ -386,25 +434,38 @@ class Executor:
         started = rollout.revert_started_at or now
         stuck: list[str] = []
         for part in parts:
-            previous = previous_of(part)
-            facts = facts_of(part.node)
-            note = ""
-            if all(v is None for v in previous.values()):
-                note = "it had no previous version: left as it is"
-            elif not is_fresh(facts, now, self.fresh_s):
+            node = part.node
+            restores = restores_of(part)
+            # Still to unset once the node runs its old version again (see set_back).
+            pending = [
+                k for k, r in restores.items() if r.unset and getattr(node, f"desired_{k}_id")
+            ]
+            waits = {
+                k: r.version
+                for k, r in restores.items()
+                if r.version is not None and getattr(node, f"desired_{k}_id") == r.version
+            }
+            facts = facts_of(node)
+            if not is_fresh(facts, now, self.fresh_s):
                 note = (
-                    "previous versions desired; the agent is not reporting "
-                    "and will take them when it returns"
+                    "its desired versions are as before the rollout; the agent is not "
+                    "reporting and takes them when it returns"
                 )
-            elif is_applied(facts, previous) and is_healthy(facts, now, self.fresh_s):
-                note = "back on its previous versions and healthy"
+            elif is_applied(facts, waits) and is_healthy(facts, now, self.fresh_s):
+                note = "back on its previous versions and healthy" if waits else "healthy"
             elif (now - started).total_seconds() > rollout.convergence_timeout_s:
-                stuck.append(part.node.name)
+                stuck.append(node.name)
                 continue
             else:
                 continue
-            if self._move(part, NodeState.ROLLED_BACK):
-                event(rollout, f"{part.node.name} rolled back: {note}", node=part.node, now=now)
+            with transaction.atomic():
+                if pending:
+                    clear_desired([node], pending, rollout.created_by, f"rolling back {rollout}")
+                if any(r.unset for r in restores.values()):
+                    note += "; no desired version again, as before the rollout"
+                moved = self._move(part, NodeState.ROLLED_BACK)
+            if moved:
+                event(rollout, f"{node.name} rolled back: {note}", node=node, now=now)
         if stuck:
             self.finish(
                 rollout,
@@ -417,13 +478,28 @@ class Executor:
             self.finish(rollout, rollout.outcome or RolloutState.ROLLED_BACK, rollout.reason, now)
 
     def set_back(self, rollout: Rollout, parts: list[RolloutNode], now: datetime) -> None:
+        """Desire again what each node desired before. A kind it desired nothing of is unset
+        at once when there is no old version to return to first (or the agent is not
+        reporting); otherwise the old version is desired, and unset once it runs again."""
         with transaction.atomic():
             groups: dict[tuple[int | None, int | None], list[Node]] = defaultdict(list)
+            unsets: dict[str, list[Node]] = defaultdict(list)
             for part in parts:
-                if RolloutNode.objects.filter(pk=part.pk, reverted_at=None).update(reverted_at=now):
-                    part.reverted_at = now
-                    previous = previous_of(part)
-                    groups[(previous[TIER_CONFIG], previous[LAUNCH_PROFILE])].append(part.node)
+                if not RolloutNode.objects.filter(pk=part.pk, reverted_at=None).update(
+                    reverted_at=now
+                ):
+                    continue
+                part.reverted_at = now
+                fresh = is_fresh(facts_of(part.node), now, self.fresh_s)
+                versions: dict[str, int | None] = {TIER_CONFIG: None, LAUNCH_PROFILE: None}
+                for kind, r in restores_of(part).items():
+                    if r.unset and (r.version is None or not fresh):
+                        unsets[kind].append(part.node)
+                    else:
+                        versions[kind] = r.version
+                groups[(versions[TIER_CONFIG], versions[LAUNCH_PROFILE])].append(part.node)
+            for kind, group in unsets.items():
+                clear_desired(group, [kind], rollout.created_by, f"rolling back {rollout}")
             for (tier_id, profile_id), group in groups.items():
                 if tier_id is None and profile_id is None:
                     continue
@@ -434,9 +510,9 @@ class Executor:
                     user=rollout.created_by,
                     reason=f"rolling back {rollout}",
                 )
-            count = sum(len(g) for g in groups.values())
+            count = len({n.pk for g in (*groups.values(), *unsets.values()) for n in g})
             if count:
-                event(rollout, f"previous versions desired again on {count} node(s)", now=now)
+                event(rollout, f"previous desired state set again on {count} node(s)", now=now)
 
     # -- end -------------------------------------------------------------------------------
 
