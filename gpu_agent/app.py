@@ -12,19 +12,33 @@ from collections.abc import AsyncIterator
 import aiohttp
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from gpu_agent.agent import Agent
-from gpu_agent.errors import error_body
+from gpu_agent.errors import error_body, retry_headers
 from gpu_agent.gateway import Gateway
 from gpu_agent.telemetry import parse_engine_metrics
 from gpu_agent.types import Receive, Scope, Send
 
 
 def _error(status: int, message: str, code: str) -> Response:
-    return Response(error_body(status, message, code), status, media_type="application/json")
+    headers = {name.decode(): value.decode() for name, value in retry_headers(status, None)}
+    return Response(
+        error_body(status, message, code), status, headers, media_type="application/json"
+    )
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    # Starlette's own 404 and 405 (unknown path, wrong method) in the gateway's error shape.
+    assert isinstance(exc, HTTPException)
+    code = "not_found" if exc.status_code == 404 else "method_not_allowed"
+    response = _error(exc.status_code, f"{request.method} {request.url.path}: {exc.detail}", code)
+    if exc.headers:
+        response.headers.update(exc.headers)
+    return response
 
 
 def _bearer(request: Request) -> str | None:
@@ -134,7 +148,9 @@ def _control_app(agent: Agent) -> Starlette:
         Route("/agent/v1/engine/state", engine_state),
         Route("/agent/v1/engine/reset-prefix-cache", reset_prefix_cache, methods=["POST"]),
     ]
-    return Starlette(routes=routes, lifespan=lifespan)
+    return Starlette(
+        routes=routes, lifespan=lifespan, exception_handlers={HTTPException: _http_error}
+    )
 
 
 def create_app(agent: Agent) -> object:

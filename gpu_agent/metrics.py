@@ -31,6 +31,7 @@ OK = "ok"
 ERROR = "error"
 REJECTED = "rejected"
 CANCELLED = "cancelled"
+CLIENT_TIMEOUT = "client_timeout"  # the engine answered; the client stopped reading
 
 
 def percentile(sorted_values: list[float], q: float) -> float | None:
@@ -104,7 +105,8 @@ class GatewayMetrics:
         )
         self.requests = Counter(
             "tiergate_requests",
-            "Requests that reached a tier, by outcome (ok, error, rejected, cancelled).",
+            "Requests that reached a tier, by outcome (ok, error, rejected, cancelled, "
+            "client_timeout).",
             ["tier", "status"],
             registry=registry,
         )
@@ -151,7 +153,7 @@ class GatewayMetrics:
             self.tokens.labels(tier, "prompt").inc(prompt_tokens)
         if completion_tokens:
             self.tokens.labels(tier, "completion").inc(completion_tokens)
-        if status != CANCELLED:
+        if status not in (CANCELLED, CLIENT_TIMEOUT):  # the client's doing, not the engine's
             self.interval.finished(tier, ttft_s, status == OK)
 
 

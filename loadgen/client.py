@@ -51,7 +51,17 @@ def _error_message(obj: Any) -> str:
 class _StreamState:
     """Folds decoded SSE events of one response into content times, usage and errors."""
 
-    __slots__ = ("chat", "done", "error", "output_tokens", "prompt_tokens", "response_id", "times")
+    __slots__ = (
+        "chat",
+        "done",
+        "error",
+        "output_tokens",
+        "prompt_tokens",
+        "reasoning_chunks",
+        "reasoning_tokens",
+        "response_id",
+        "times",
+    )
 
     def __init__(self, chat: bool) -> None:
         self.chat = chat
@@ -59,6 +69,8 @@ class _StreamState:
         self.error: str | None = None
         self.prompt_tokens: int | None = None
         self.output_tokens: int | None = None
+        self.reasoning_tokens: int | None = None  # usage.completion_tokens_details, if given
+        self.reasoning_chunks = 0
         self.response_id: str | None = None
         self.times: list[float] = []
 
@@ -96,7 +108,15 @@ class _StreamState:
                 if not isinstance(delta, dict):
                     self.error = "stream chunk: choices[0].delta must be an object"
                     return
+                # A token is any non-empty delta: content, reasoning (vLLM's
+                # `reasoning_content`, `reasoning` in newer releases) or tool calls (content
+                # null), so a thinking or tool-calling answer's first token times its TTFT.
                 content = delta.get("content")
+                if not content:
+                    thinking = delta.get("reasoning_content") or delta.get("reasoning")
+                    if thinking:
+                        self.reasoning_chunks += 1
+                    content = thinking or delta.get("tool_calls")
             else:
                 content = choice.get("text")
             if content:
@@ -118,6 +138,10 @@ class _StreamState:
                 return
             counts.append(value)
         self.prompt_tokens, self.output_tokens = counts
+        details = usage.get("completion_tokens_details")
+        reasoning = details.get("reasoning_tokens") if isinstance(details, dict) else None
+        if type(reasoning) is int and reasoning >= 0:
+            self.reasoning_tokens = reasoning
 
 
 def _response_id(obj: dict[str, Any]) -> str | None:
@@ -206,6 +230,8 @@ def _finish(
 ) -> None:
     sample.response_id = state.response_id
     sample.prompt_tokens = state.prompt_tokens
+    sample.reasoning_tokens = state.reasoning_tokens
+    sample.reasoning_chunks = state.reasoning_chunks
     if sample.error is not None:
         return
     times = state.times

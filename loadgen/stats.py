@@ -91,6 +91,7 @@ def _group_summary(
     errors = len(samples) - len(ok)
     itl_values, itl_source = _itl_values(ok)
     output_tokens = sum(s.output_tokens or 0 for s in ok)
+    reported = [s.reasoning_tokens for s in ok if s.reasoning_tokens is not None]
     per_s = (lambda n: n / span_s) if span_s > 0 else (lambda n: None)
     has_slo = slo_ttft_s is not None or slo_tpot_s is not None
     good = sum(meets_slo(s, slo_ttft_s, slo_tpot_s) for s in ok) if has_slo else None
@@ -106,6 +107,8 @@ def _group_summary(
         "e2e_s": distribution(s.e2e for s in ok),
         "prompt_tokens": sum(s.prompt_tokens or 0 for s in ok),
         "output_tokens": output_tokens,
+        # Of output_tokens, those the engine's usage reports as reasoning (None: not reported).
+        "reasoning_tokens": sum(reported) if reported else None,
         "request_throughput_rps": per_s(len(ok)),
         "output_throughput_tps": per_s(output_tokens),
         "good_requests": good,

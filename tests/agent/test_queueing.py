@@ -78,7 +78,8 @@ async def test_online_requests_overtake_queued_offline_ones(
     await wait_idle(tight_agent)
     since = time.time()
     async with httpx.AsyncClient(base_url=tight_agent.url, timeout=30) as client:
-        offline = [asyncio.create_task(first_token_at(client, "offline", 150)) for _ in range(4)]
+        # Long enough (~0.6 s each at the engine) that the online request is queued in time.
+        offline = [asyncio.create_task(first_token_at(client, "offline", 500)) for _ in range(4)]
         # Wait until the offline ones are in: one at the engine, three queued.
         await wait_depth(tight_agent, "offline", 3)
         online = await first_token_at(client, "online", 4)
