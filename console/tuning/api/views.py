@@ -108,8 +108,9 @@ class LaunchProfileVersionViewSet(_VersionViewSet):
 
     @extend_schema(
         responses={(200, "application/yaml"): OpenApiTypes.STR},
-        description="Kubernetes manifests: PriorityClass, Deployment, Service and an "
-        "autoscaling/v2 HorizontalPodAutoscaler, as one multi-document YAML.",
+        description="Kubernetes manifests: PriorityClass, the engine StatefulSet (the agent "
+        "in front of vLLM), Service and an autoscaling/v2 HorizontalPodAutoscaler, as one "
+        "multi-document YAML.",
     )
     @action(detail=True, methods=["get"], renderer_classes=[YAMLRenderer])
     def kubernetes(self, request: Request, pk: str | None = None) -> Response:
