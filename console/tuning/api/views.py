@@ -21,6 +21,7 @@ from console.tuning.api.serializers import (
     TierConfigVersionSerializer,
     VersionDiffSerializer,
 )
+from console.tuning.configmaps import render_configmap
 from console.tuning.kube import render_yaml
 from console.tuning.models import LaunchProfileVersion, TierConfigVersion, VersionedDocument
 
@@ -93,6 +94,15 @@ class _VersionViewSet(
             "changes": [r.as_dict() for r in rows],
         }
         return Response(VersionDiffSerializer(data).data)
+
+    @extend_schema(
+        responses={(200, "application/yaml"): OpenApiTypes.STR},
+        description="The version as a Kubernetes ConfigMap (one per name: the version, "
+        "author and message are labels and annotations), as the Git mirror commits it.",
+    )
+    @action(detail=True, methods=["get"], renderer_classes=[YAMLRenderer])
+    def configmap(self, request: Request, pk: str | None = None) -> Response:
+        return Response(render_configmap(self.get_object()))
 
 
 @extend_schema_view(list=extend_schema(parameters=[_NAME_FILTER]))
