@@ -19,7 +19,7 @@ from prometheus_client import CollectorRegistry
 from gpu_agent import __version__
 from gpu_agent.config import AgentOptions
 from gpu_agent.keys import GatewayKey, KeysError, KeyStore, load_keys_file
-from gpu_agent.metrics import AgentCollector, GatewayMetrics
+from gpu_agent.metrics import AgentCollector, ControlCollector, GatewayMetrics
 from gpu_agent.nvml import NvmlReader
 from gpu_agent.supervisor import EngineStartError, EngineSupervisor
 from gpu_agent.telemetry import Telemetry
@@ -93,6 +93,7 @@ class Agent:
                 self.engine_health,
             )
         )
+        self.registry.register(ControlCollector(lambda: self.apply_errors, self._heartbeat_state))
         # Which engine run (telemetry.engine_ups) refused `priority`; see engine_refuses_priority.
         self._priority_refused_by: int | None = None
         self._session: aiohttp.ClientSession | None = None
@@ -141,6 +142,12 @@ class Agent:
             if isinstance(seqs, int) and seqs > 0:
                 return seqs
         return DEFAULT_MAX_IN_FLIGHT  # DESIGN.md 3.1: the launch profile's max_num_seqs unknown
+
+    def _heartbeat_state(self) -> tuple[float | None, int] | None:
+        """(last accepted heartbeat's unix time, failures since) in console mode, else None."""
+        if self.reconciler is None:
+            return None
+        return self.reconciler.last_success_unix, self.reconciler.failures
 
     def engine_health(self) -> str:
         if self.supervisor is not None and self.supervisor.state != "ok":

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from typing import Any
 
 import httpx
@@ -56,6 +57,7 @@ class Reconciler:
         self.acked_seq = 0
         self.failures = 0
         self.last_error = ""
+        self.last_success_unix: float | None = None  # exported for the stale-agent alert
         self._state: dict[str, Any] = state_file.load()
         self._failed_profile: int | None = None
         self._listen_url = ""
@@ -173,6 +175,7 @@ class Reconciler:
             log.info("console reachable again after %d failed beats", self.failures)
         self.failures = 0
         self.last_error = ""
+        self.last_success_unix = time.time()
         self.acked_seq = seq
         self.apply(reply if isinstance(reply, dict) else {})
         return True

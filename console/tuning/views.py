@@ -20,6 +20,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 from console.core.ids import optional_id, parse_id
 from console.core.roles import OPERATOR, VIEWER, has_role, require_role
 from console.tuning import services
+from console.tuning.configmaps import render_configmap
 from console.tuning.diffs import display_rows
 from console.tuning.forms import LaunchProfileForm, TierConfigForm
 from console.tuning.kube import dns_name, render_yaml
@@ -63,6 +64,10 @@ class Kind:
     @property
     def download_name(self) -> str:
         return self.url("download")
+
+    @property
+    def configmap_name(self) -> str:
+        return self.url("configmap")
 
 
 TIER_CONFIG = Kind(
@@ -218,6 +223,19 @@ def version_download(request: HttpRequest, kind: Kind, pk: int) -> HttpResponse:
         _pretty(_document(obj)) + "\n",
         "application/json",
         f"{dns_name(obj.name)}-v{obj.version}.json",
+    )
+
+
+@login_required
+@require_GET
+def version_configmap(request: HttpRequest, kind: Kind, pk: int) -> HttpResponse:
+    """The version as a Kubernetes ConfigMap (what the Git mirror commits)."""
+    require_role(request, VIEWER)
+    obj = get_object_or_404(kind.model.objects.select_related("author"), pk=pk)
+    return _attachment(
+        render_configmap(obj),
+        "application/yaml",
+        f"{dns_name(obj.name)}-v{obj.version}-configmap.yaml",
     )
 
 

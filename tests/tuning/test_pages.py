@@ -138,7 +138,7 @@ def test_kubernetes_download_is_an_attachment(viewer: Any, profile: LaunchProfil
     response = client_for(viewer).get(f"/tuning/launch-profiles/{profile.pk}/kubernetes/")
     assert response["Content-Disposition"] == 'attachment; filename="demo-8b-v1.yaml"'
     kinds = [d["kind"] for d in yaml.safe_load_all(response.content.decode())]
-    assert "Deployment" in kinds and "HorizontalPodAutoscaler" in kinds
+    assert "StatefulSet" in kinds and "HorizontalPodAutoscaler" in kinds
 
 
 def test_a_viewer_cannot_open_or_post_the_create_page(

@@ -21,6 +21,7 @@ from console.tuning.api.serializers import (
     TierConfigVersionSerializer,
     VersionDiffSerializer,
 )
+from console.tuning.configmaps import render_configmap
 from console.tuning.kube import render_yaml
 from console.tuning.models import LaunchProfileVersion, TierConfigVersion, VersionedDocument
 
@@ -92,6 +93,15 @@ class _VersionViewSet(
         }
         return Response(VersionDiffSerializer(data).data)
 
+    @extend_schema(
+        responses={(200, "application/yaml"): OpenApiTypes.STR},
+        description="The version as a Kubernetes ConfigMap (one per name: the version, "
+        "author and message are labels and annotations), as the Git mirror commits it.",
+    )
+    @action(detail=True, methods=["get"], renderer_classes=[YAMLRenderer])
+    def configmap(self, request: Request, pk: str | None = None) -> Response:
+        return Response(render_configmap(self.get_object()))
+
 
 @extend_schema_view(list=extend_schema(parameters=[_NAME_FILTER]))
 class TierConfigVersionViewSet(_VersionViewSet):
@@ -106,8 +116,9 @@ class LaunchProfileVersionViewSet(_VersionViewSet):
 
     @extend_schema(
         responses={(200, "application/yaml"): OpenApiTypes.STR},
-        description="Kubernetes manifests: PriorityClass, Deployment, Service and an "
-        "autoscaling/v2 HorizontalPodAutoscaler, as one multi-document YAML.",
+        description="Kubernetes manifests: PriorityClass, the engine StatefulSet (the agent "
+        "in front of vLLM), Service and an autoscaling/v2 HorizontalPodAutoscaler, as one "
+        "multi-document YAML.",
     )
     @action(detail=True, methods=["get"], renderer_classes=[YAMLRenderer])
     def kubernetes(self, request: Request, pk: str | None = None) -> Response:
