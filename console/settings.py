@@ -139,6 +139,7 @@ INSTALLED_APPS = [
     "console.tuning",
     "console.fleet",
     "console.bench.apps.BenchConfig",
+    "console.playground",
 ]
 
 MIDDLEWARE = [
