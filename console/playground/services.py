@@ -13,6 +13,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from console.audit.choices import Action
 from console.audit.services import record
 from console.playground.models import Comparison, Side, SideStatus
 from console.playground.streams import Outcome
@@ -44,7 +45,7 @@ def create(data: dict[str, Any], user: Any, request: Any = None) -> Comparison:
             )
         # Audited: the playground sends prompts to endpoints with their stored keys.
         record(
-            action="playground.compare",
+            action=Action.RUN,
             obj=comparison,
             after={"sides": [f"{data[f'endpoint_{n}'].name}/{data[f'model_{n}']}" for n in "ab"]},
             user=user,
