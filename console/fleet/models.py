@@ -8,6 +8,7 @@ gateway keys are SHA-256 hex digests (crypto.py).
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit
@@ -33,6 +34,29 @@ def validate_base_url(value: str) -> None:
         raise ValidationError("A URL cannot hold spaces.")
 
 
+ENDPOINT_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+
+
+def validate_endpoint_name(value: str) -> None:
+    """Names go into URLs, env-file prefixes and command lines: no spaces or punctuation."""
+    if not ENDPOINT_NAME_RE.match(value):
+        raise ValidationError(
+            "Use letters, digits, '.', '_' or '-' (no spaces), starting with a letter or digit."
+        )
+
+
+def base_url_hint(value: str) -> str:
+    """A note for a base URL whose path does not end in /v1 (it still works: Tiergate adds
+    /v1, as the OpenAI SDK expects it in the base URL)."""
+    path = urlsplit(value).path.rstrip("/")
+    if path.endswith("/v1"):
+        return ""
+    return (
+        f"The base URL does not end in /v1: requests go to {value.rstrip('/')}/v1/... "
+        "Run the connection doctor to confirm the working form."
+    )
+
+
 # A node that has not heartbeated for this long is shown stale (agents beat every 1-2 s).
 STALE_AFTER = timedelta(seconds=10)
 
@@ -45,7 +69,7 @@ class Endpoint(models.Model):
     kind=external: any other OpenAI-compatible service.
     """
 
-    name = models.CharField(max_length=100, unique=True)
+    name = models.CharField(max_length=100, unique=True, validators=[validate_endpoint_name])
     base_url = models.CharField(
         max_length=500,
         validators=[validate_base_url],

@@ -38,7 +38,13 @@ from console.core.tiers import tier_sort_key
 from console.fleet import crypto
 from console.fleet.choices import EndpointKind
 from console.fleet.envfile import parse_env
-from console.fleet.models import Endpoint, GatewayKey, Node, validate_base_url
+from console.fleet.models import (
+    Endpoint,
+    GatewayKey,
+    Node,
+    validate_base_url,
+    validate_endpoint_name,
+)
 from console.fleet.versions import desired_tier_names
 
 ENDPOINT_FIELDS = ("name", "base_url", "models", "default_model", "kind", "node")
@@ -57,8 +63,13 @@ class FleetError(ValueError):
 
 
 def _check_base_url(fields: dict[str, Any]) -> None:
-    """Every write path gets the model's URL rule (forms and serializers check it too, but an
-    env import or a caller in code must not store what a form would refuse)."""
+    """Every write path gets the model's name and URL rules (forms and serializers check them
+    too, but an env import or a caller in code must not store what a form would refuse)."""
+    if "name" in fields:
+        try:
+            validate_endpoint_name(fields["name"])
+        except ValidationError as exc:
+            raise FleetError("name", f"{fields['name']!r}: {exc.messages[0]}") from exc
     if "base_url" in fields:
         try:
             validate_base_url(fields["base_url"])
