@@ -26,7 +26,7 @@ from console.tuning.forms import LaunchProfileForm, TierConfigForm
 from console.tuning.kube import dns_name, render_yaml
 from console.tuning.models import LaunchProfileVersion, TierConfigVersion, VersionedDocument
 from console.tuning.vllm_args import default_args
-from scheduler import ConfigError, config_to_dict, default_config
+from scheduler import ConfigError, TierConfig, config_to_dict, default_config
 
 NAMES_PER_PAGE = 20
 VERSIONS_PER_GROUP = 10
@@ -202,9 +202,11 @@ def version_create(request: HttpRequest, kind: Kind) -> HttpResponse:
         form = kind.form(
             initial={"name": source.name if source else "", kind.field: _pretty(start)}
         )
-    return render(
-        request, "tuning/version_form.html", {"kind": kind, "form": form, "source": source}
-    )
+    context: dict[str, Any] = {"kind": kind, "form": form, "source": source}
+    if kind is TIER_CONFIG:
+        # The form editor builds its fields from the schema the scheduler validates with.
+        context["tier_schema"] = TierConfig.model_json_schema()
+    return render(request, "tuning/version_form.html", context)
 
 
 def _attachment(body: str, content_type: str, filename: str) -> HttpResponse:
