@@ -17,19 +17,16 @@ from __future__ import annotations
 import asyncio
 import socket
 import ssl
-import struct
 import time
 from collections.abc import Callable
 from urllib.parse import urlsplit
 
 import httptools
 
+from loadgen import kstamps
+
 READ_SIZE = 256 * 1024
-# Linux values (asm-generic); Python does not export them.
-SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
-SCM_TIMESTAMPNS = SO_TIMESTAMPNS
-_TIMESPEC = struct.Struct("@qq")
-ANC_SIZE = socket.CMSG_SPACE(_TIMESPEC.size)
+ANC_SIZE = kstamps.ANCILLARY_SIZE
 
 # (status, body piece, receive time) -> True to stop reading this response
 Sink = Callable[[int, bytes, float], bool]
@@ -92,11 +89,10 @@ class Connection:
             return
         now = time.perf_counter()
         stamp = now
-        for level, kind, raw in anc:
-            if level == socket.SOL_SOCKET and kind == SCM_TIMESTAMPNS:
-                sec, nsec = _TIMESPEC.unpack_from(raw)
-                # Kernel time is CLOCK_REALTIME; move it onto perf_counter at this instant.
-                stamp = min(now, sec + nsec * 1e-9 - (time.time() - now))
+        kernel = kstamps.kernel_time(anc)
+        if kernel is not None:
+            # Kernel time is CLOCK_REALTIME; move it onto perf_counter at this instant.
+            stamp = min(now, kernel - (time.time() - now))
         if not data:
             self._eof()
             return
@@ -323,7 +319,7 @@ class Pool:
                 last = exc
                 continue
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            self.kernel_stamps = _enable_stamps(sock) and self.kernel_stamps
+            self.kernel_stamps = kstamps.enable(sock) and self.kernel_stamps
             tls = await _handshake(sock, host, self._ssl_context) if scheme == "https" else None
             conn = Connection(sock, tls)
             self._all.add(conn)
@@ -335,14 +331,6 @@ class Pool:
             conn.close()
         self._all.clear()
         self._idle.clear()
-
-
-def _enable_stamps(sock: socket.socket) -> bool:
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
-    except OSError:
-        return False
-    return True
 
 
 async def _handshake(sock: socket.socket, host: str, context: ssl.SSLContext | None) -> _Tls:
