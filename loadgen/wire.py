@@ -61,6 +61,9 @@ class Connection:
 
     def __init__(self, sock: socket.socket, tls: _Tls | None) -> None:
         self.sock = sock
+        self.tls: ssl.SSLObject | None
+        self.incoming: ssl.MemoryBIO | None
+        self.outgoing: ssl.MemoryBIO | None
         self.tls, self.incoming, self.outgoing = tls or (None, None, None)
         self.loop = asyncio.get_running_loop()
         self.closed = False
@@ -98,9 +101,10 @@ class Connection:
             return
         self._stamp = stamp
         if self.tls is not None:
-            data = self._decrypt(data)
-            if data is None:
+            plain = self._decrypt(data)
+            if plain is None:
                 return
+            data = plain
         self._feed(data)
 
     def _feed(self, data: bytes) -> None:
@@ -117,7 +121,7 @@ class Connection:
     def _decrypt(self, data: bytes) -> bytes | None:
         assert self.tls is not None and self.incoming is not None
         self.incoming.write(data)
-        pieces = []
+        pieces: list[bytes] = []
         while True:
             try:
                 piece = self.tls.read(READ_SIZE)
