@@ -36,7 +36,8 @@ test-vllm: vllm-env
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy --strict scheduler
+	$(BIN)/mypy --strict scheduler gpu_agent loadgen
+	$(BIN)/mypy console
 
 check-docker: install
 	$(BIN)/python docker/check.py

@@ -11,6 +11,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypedDict
 
 import dj_database_url
 from cryptography.fernet import Fernet
@@ -21,7 +22,26 @@ from console.env import EnvError, env_bool, env_int, env_list, env_secret, env_s
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
-def _load() -> dict[str, object]:
+class _Config(TypedDict):
+    """What the environment says, read and checked once (console/env.py)."""
+
+    production: bool
+    data_dir: Path
+    secret_key: str
+    fernet_key: str
+    debug: bool
+    allowed_hosts: list[str]
+    csrf_trusted: list[str]
+    database_url: str
+    db_conn_max_age: int
+    broker_url: str
+    result_backend: str
+    task_time_limit: int
+    telemetry_retention_hours: int
+    log_level: str
+
+
+def _load() -> _Config:
     try:
         return _read_environment()
     except EnvError as exc:
@@ -39,7 +59,7 @@ def _generated_secret(path: Path, make: Callable[[], str], production: bool, nam
     return value
 
 
-def _read_environment() -> dict[str, object]:
+def _read_environment() -> _Config:
     production = env_bool("TIERGATE_PRODUCTION", False)
     data_dir = Path(env_str("TIERGATE_DATA_DIR", str(BASE_DIR / "data"))).resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -110,7 +130,7 @@ def _read_environment() -> dict[str, object]:
 
 
 _cfg = _load()
-DATA_DIR: Path = _cfg["data_dir"]  # type: ignore[assignment]
+DATA_DIR: Path = _cfg["data_dir"]
 TIERGATE_PRODUCTION = _cfg["production"]
 SECRET_KEY = _cfg["secret_key"]
 TIERGATE_FERNET_KEY = _cfg["fernet_key"]
@@ -178,7 +198,7 @@ DATABASES = {
     "default": dj_database_url.parse(
         _cfg["database_url"],
         conn_max_age=_cfg["db_conn_max_age"],
-        conn_health_checks=True,  # type: ignore[arg-type]
+        conn_health_checks=True,
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
@@ -282,7 +302,7 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_TIME_LIMIT = _cfg["task_time_limit"]
-CELERY_TASK_SOFT_TIME_LIMIT = int(_cfg["task_time_limit"]) - 5  # type: ignore[call-overload]
+CELERY_TASK_SOFT_TIME_LIMIT = _cfg["task_time_limit"] - 5
 CELERY_RESULT_EXPIRES = 3600
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {}
@@ -311,7 +331,7 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         "polling_interval": 0.1,
     }
 elif CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
-    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": _cfg["task_time_limit"] + 60}  # type: ignore[operator]
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": _cfg["task_time_limit"] + 60}
 
 LOGGING = {
     "version": 1,

@@ -17,19 +17,16 @@ from __future__ import annotations
 import asyncio
 import socket
 import ssl
-import struct
 import time
 from collections.abc import Callable
 from urllib.parse import urlsplit
 
 import httptools
 
+from loadgen import kstamps
+
 READ_SIZE = 256 * 1024
-# Linux values (asm-generic); Python does not export them.
-SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
-SCM_TIMESTAMPNS = SO_TIMESTAMPNS
-_TIMESPEC = struct.Struct("@qq")
-ANC_SIZE = socket.CMSG_SPACE(_TIMESPEC.size)
+ANC_SIZE = kstamps.ANCILLARY_SIZE
 
 # (status, body piece, receive time) -> True to stop reading this response
 Sink = Callable[[int, bytes, float], bool]
@@ -64,6 +61,9 @@ class Connection:
 
     def __init__(self, sock: socket.socket, tls: _Tls | None) -> None:
         self.sock = sock
+        self.tls: ssl.SSLObject | None
+        self.incoming: ssl.MemoryBIO | None
+        self.outgoing: ssl.MemoryBIO | None
         self.tls, self.incoming, self.outgoing = tls or (None, None, None)
         self.loop = asyncio.get_running_loop()
         self.closed = False
@@ -92,19 +92,19 @@ class Connection:
             return
         now = time.perf_counter()
         stamp = now
-        for level, kind, raw in anc:
-            if level == socket.SOL_SOCKET and kind == SCM_TIMESTAMPNS:
-                sec, nsec = _TIMESPEC.unpack_from(raw)
-                # Kernel time is CLOCK_REALTIME; move it onto perf_counter at this instant.
-                stamp = min(now, sec + nsec * 1e-9 - (time.time() - now))
+        kernel = kstamps.kernel_time(anc)
+        if kernel is not None:
+            # Kernel time is CLOCK_REALTIME; move it onto perf_counter at this instant.
+            stamp = min(now, kernel - (time.time() - now))
         if not data:
             self._eof()
             return
         self._stamp = stamp
         if self.tls is not None:
-            data = self._decrypt(data)
-            if data is None:
+            plain = self._decrypt(data)
+            if plain is None:
                 return
+            data = plain
         self._feed(data)
 
     def _feed(self, data: bytes) -> None:
@@ -121,7 +121,7 @@ class Connection:
     def _decrypt(self, data: bytes) -> bytes | None:
         assert self.tls is not None and self.incoming is not None
         self.incoming.write(data)
-        pieces = []
+        pieces: list[bytes] = []
         while True:
             try:
                 piece = self.tls.read(READ_SIZE)
@@ -323,7 +323,7 @@ class Pool:
                 last = exc
                 continue
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            self.kernel_stamps = _enable_stamps(sock) and self.kernel_stamps
+            self.kernel_stamps = kstamps.enable(sock) and self.kernel_stamps
             tls = await _handshake(sock, host, self._ssl_context) if scheme == "https" else None
             conn = Connection(sock, tls)
             self._all.add(conn)
@@ -335,14 +335,6 @@ class Pool:
             conn.close()
         self._all.clear()
         self._idle.clear()
-
-
-def _enable_stamps(sock: socket.socket) -> bool:
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
-    except OSError:
-        return False
-    return True
 
 
 async def _handshake(sock: socket.socket, host: str, context: ssl.SSLContext | None) -> _Tls:

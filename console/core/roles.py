@@ -33,9 +33,9 @@ def role_of(user: Any) -> str | None:
         return None
     if user.is_superuser:
         return ADMIN
-    cached = getattr(user, "_tiergate_role", False)
+    cached: str | bool | None = getattr(user, "_tiergate_role", False)
     if cached is not False:
-        return cached  # type: ignore[no-any-return]
+        return cached if isinstance(cached, str) else None
     names = set(user.groups.values_list("name", flat=True))
     held = [role for role in ROLES if role in names]
     role = max(held, key=_RANK.__getitem__) if held else None

@@ -50,15 +50,18 @@ def desired_reply(
     tier: dict[str, Any] | None = None
     if node.desired_tier_config_id is not None:
         tier = {"id": node.desired_tier_config_id}
-        if node.desired_tier_config_id != applied_tier:
-            version = node.desired_tier_config
-            tier.update(name=version.name, config=version.config)
+        if node.desired_tier_config_id != applied_tier and node.desired_tier_config is not None:
+            tier_version = node.desired_tier_config
+            tier.update(name=tier_version.name, config=tier_version.config)
     profile: dict[str, Any] | None = None
     if node.desired_launch_profile_id is not None:
         profile = {"id": node.desired_launch_profile_id}
+        # The relation is read (one query) only on the beat that must carry the content.
         if node.desired_launch_profile_id != applied_profile:
-            version = node.desired_launch_profile
-            profile.update(name=version.name, args=version.args, argv=launch_argv(version))
+            profile_version = node.desired_launch_profile
+            if profile_version is not None:
+                argv = launch_argv(profile_version)
+                profile.update(name=profile_version.name, args=profile_version.args, argv=argv)
     return {"tier_config": tier, "launch_profile": profile}
 
 

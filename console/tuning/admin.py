@@ -10,7 +10,7 @@ from console.tuning.models import LaunchProfileVersion, TierConfigVersion
 
 
 class _ImmutableAdmin(admin.ModelAdmin):
-    list_display = ("name", "version", "message", "author", "created_at")
+    list_display: tuple[str, ...] = ("name", "version", "message", "author", "created_at")
     list_filter = ("name",)
     search_fields = ("name", "message")
     ordering = ("name", "-version")

@@ -11,6 +11,7 @@ from typing import Any
 
 from django import forms
 from django.core.files.uploadedfile import UploadedFile
+from django.http import QueryDict
 
 from console.tuning.vllm_args import ArgsError, args_to_dict, validate_args
 from scheduler import ConfigError, config_to_dict, parse_config
@@ -80,7 +81,7 @@ class _VersionForm(forms.Form):
         # After an upload the textarea shows the file's content, so the errors refer to text
         # the operator can see and fix.
         if self.cleaned_data.get("upload") is not None and self.is_bound:
-            data = self.data.copy()
+            data = self.data.copy() if isinstance(self.data, QueryDict) else dict(self.data)
             data[self.document_field] = json.dumps(document, indent=2)
             self.data = data
 

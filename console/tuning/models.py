@@ -6,7 +6,7 @@ anything that references a version (a node, a rollout) keeps meaning exactly wha
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from django.conf import settings
 from django.db import models
@@ -28,6 +28,8 @@ class VersionedDocument(models.Model):
         related_name="+",
     )
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    objects: ClassVar[models.Manager[Any]] = models.Manager()  # typed for the abstract base
 
     class Meta:
         abstract = True

@@ -16,20 +16,28 @@ import socket
 import struct
 import time
 import weakref
+from collections.abc import Iterable
 from typing import Any
 
-# Linux values (asm-generic); Python does not export them.
-SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
-_TIMESPEC = struct.Struct("@qq")
-_ANC_SIZE = socket.CMSG_SPACE(_TIMESPEC.size)
+# A copy of loadgen.kstamps (the one definition), since gpu_agent may import only the
+# scheduler (DESIGN.md 2); tests/sim/test_kernel_stamps.py holds the two equal.
+SO_TIMESTAMPNS: int = getattr(socket, "SO_TIMESTAMPNS", 35)
+TIMESPEC = struct.Struct("@qq")  # struct timespec: seconds, nanoseconds
+ANCILLARY_SIZE = socket.CMSG_SPACE(TIMESPEC.size)
 
 
-def _kernel_time(ancillary: list[tuple[int, int, bytes]]) -> float:
+def kernel_time(ancillary: Iterable[tuple[int, int, bytes]]) -> float | None:
+    """The unix time in a read's ancillary data (recvmsg's second item), or None without one."""
     for level, kind, raw in ancillary:
-        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
-            sec, nsec = _TIMESPEC.unpack_from(raw)
-            return sec + nsec * 1e-9
-    return time.time()
+        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(raw) >= TIMESPEC.size:
+            sec, nsec = TIMESPEC.unpack_from(raw)
+            return float(sec + nsec * 1e-9)
+    return None
+
+
+def _received(ancillary: list[tuple[int, int, bytes]]) -> float:
+    stamp = kernel_time(ancillary)
+    return time.time() if stamp is None else stamp
 
 
 class _StampedSocket(socket.socket):
@@ -38,15 +46,15 @@ class _StampedSocket(socket.socket):
     received: float | None = None
 
     def recv(self, bufsize: int, flags: int = 0) -> bytes:
-        data, ancillary, _flags, _addr = self.recvmsg(bufsize, _ANC_SIZE, flags)
-        self.received = _kernel_time(ancillary)
+        data, ancillary, _flags, _addr = self.recvmsg(bufsize, ANCILLARY_SIZE, flags)
+        self.received = _received(ancillary)
         return data
 
     def recv_into(self, buffer: Any, nbytes: int = 0, flags: int = 0) -> int:
         view = memoryview(buffer)
         target = view[:nbytes] if nbytes else view
-        n, ancillary, _flags, _addr = self.recvmsg_into([target], _ANC_SIZE, flags)
-        self.received = _kernel_time(ancillary)
+        n, ancillary, _flags, _addr = self.recvmsg_into([target], ANCILLARY_SIZE, flags)
+        self.received = _received(ancillary)
         return n
 
 

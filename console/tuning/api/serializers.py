@@ -19,7 +19,9 @@ class _VersionSerializer(serializers.ModelSerializer):
     """Shared by both kinds: a version is created once and never updated."""
 
     display = serializers.CharField(source="label", read_only=True)
-    author = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    author: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
+        slug_field="username", read_only=True
+    )
 
     def _context_user_request(self) -> dict[str, Any]:
         request = self.context.get("request")

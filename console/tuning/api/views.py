@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 import yaml
@@ -43,7 +44,7 @@ class YAMLRenderer(BaseRenderer):
         self,
         data: Any,
         accepted_media_type: str | None = None,
-        renderer_context: dict[str, Any] | None = None,
+        renderer_context: Mapping[str, Any] | None = None,
     ) -> bytes:
         # Error bodies ({"detail": ErrorDetail(...)}) hold str subclasses that YAML's safe dumper
         # refuses; a JSON round trip turns them into plain values.
