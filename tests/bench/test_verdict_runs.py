@@ -14,6 +14,7 @@ from console.bench import execution, repeats, services
 from console.bench.choices import RunStatus
 from console.bench.presets import preset_workload
 from gpu_agent.sim.testing import run_sim_process
+from tests.bench.conftest import Gateway
 from tests.conftest import api_client_for
 
 pytestmark = pytest.mark.slow
@@ -47,8 +48,19 @@ def _compare(user: Any, a: str, b: str) -> tuple[dict[str, Any], str]:
 
 
 def test_two_runs_of_one_preset_on_a_caching_simulator_show_no_clear_change(
-    transactional_db: None, endpoint: Any, operator: Any
+    transactional_db: None, gpu_like_gateway: Gateway, operator: Any
 ) -> None:
+    from console.fleet import services as fleet_services
+    from console.fleet.choices import EndpointKind
+
+    endpoint = fleet_services.create_endpoint(
+        None,
+        name="aa-gw",
+        base_url=gpu_like_gateway.url + "/v1",
+        api_key=gpu_like_gateway.key,
+        kind=EndpointKind.GATEWAY,
+        default_model=gpu_like_gateway.model,
+    )
     workload, _ = preset_workload("smoke", endpoint.base_url, "")
     workload = {k: v for k, v in workload.items() if k not in ("base_url", "model")}
     first = _run(endpoint, operator, workload, preset="smoke")
@@ -61,6 +73,7 @@ def test_two_runs_of_one_preset_on_a_caching_simulator_show_no_clear_change(
         assert conditions["engine"]["prefix_queries"] > 0
         assert conditions["engine"]["prefix_hit_rate"] < 0.05
         assert conditions["client_load"]["cpus"] >= 1 and conditions["target_load"]["cpus"] >= 1
+        assert conditions["engine"]["preemptions"] == 0
     assert first.workload["salt"] != second.workload["salt"]
 
     body, html = _compare(operator, str(first.pk), str(second.pk))
@@ -123,7 +136,14 @@ def test_half_the_max_num_seqs_shows_as_worse_over_interleaved_repeats(
     verdicts = {m["metric"]: m for m in body["tiers"]["overall"]["metrics"]}
     assert verdicts["ttft_p50"]["verdict"] == "worse", verdicts["ttft_p50"]
     assert verdicts["e2e_p50"]["verdict"] == "worse"
-    assert verdicts["request_throughput_rps"]["verdict"] == "worse", verdicts
+    rps = {
+        side: [r.summary["overall"]["request_throughput_rps"] for r in s.runs.all()]
+        for side, s in (("a", series_a), ("b", series_b))
+    }
+    assert verdicts["request_throughput_rps"]["verdict"] == "worse", (
+        verdicts["request_throughput_rps"],
+        rps,
+    )
     assert body["tiers"]["overall"]["overall"] == "worse"
     assert ("overall", "ttft_p50", "better") not in _clear(body)
     assert "endpoint" in {row["path"] for row in body["config_diff"]}

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from console.bench.verdicts import (
-    BOOTSTRAP,
     T_OVER_RUNS,
+    WITHIN_RUN,
     compare_percentile_runs,
     compare_statistic,
     overall_verdict,
@@ -68,7 +68,7 @@ def test_on_a_a_data_with_run_to_run_noise_about_five_percent_of_verdicts_are_cl
         assert result.method == T_OVER_RUNS and not result.provisional
         over_runs += result.verdict != "no clear change"
         single = compare_percentile_runs(a[:1], b[:1], 50, "ttft_p50", min_effect_pct=0.0)
-        assert single.method == BOOTSTRAP and single.provisional
+        assert single.method == WITHIN_RUN and single.provisional
         within += single.verdict != "no clear change"
     assert over_runs / trials <= 0.08
     # The within-run bootstrap does not see the run-to-run noise: far more false verdicts.
