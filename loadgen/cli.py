@@ -57,6 +57,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-stream", dest="stream", action="store_false")
     p.add_argument("--temperature", type=float)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--salt",
+        default="",
+        help="text that leads every prompt, so a rerun does not hit the last run's prefix cache",
+    )
     p.add_argument("--tier-mix", default="", help="online=0.7,batch=0.2,offline=0.1")
     p.add_argument("--tier-header", default=TIER_HEADER_DEFAULT)
     p.add_argument(
@@ -104,6 +109,7 @@ def spec_from_args(args: argparse.Namespace) -> WorkloadSpec:
         stream=args.stream,
         temperature=args.temperature,
         seed=args.seed,
+        salt=args.salt,
         tier_mix=parse_tier_mix(args.tier_mix) if args.tier_mix else {},
         tier_header=args.tier_header,
         tier_priority=parse_tier_priority(args.tier_priority),

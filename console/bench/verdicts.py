@@ -11,8 +11,12 @@ metric (say TTFT P99 of the online tier) therefore works on run-level statistics
   sides the same) a 95% interval excludes zero in about 5% of verdicts;
 - one run on one side and two or more on the other: the same, with the spread of the larger
   side standing in for both (a pooled t interval);
-- one run per side: the within-run bootstrap of comparison.py, which cannot see run-to-run
-  noise. Its verdict is marked provisional, and so is any comparison with a one-run side.
+- one run per side: the wider of the within-run bootstrap (comparison.py) and a batch-means
+  interval over five stretches of each run (block_interval), which sees slow swings inside
+  a run that the bootstrap, taking requests as independent, does not. Neither sees what
+  differs between runs, so the interval is widened by an assumed run-to-run spread
+  (PROVISIONAL_RUN_CV) and the verdict is provisional, as is any comparison with a
+  one-run side.
 
 A verdict is "better" or "worse" only when the interval excludes zero and the change is at
 least MIN_EFFECT_PCT of A: differences smaller than that are not worth acting on even when
@@ -32,7 +36,14 @@ from console.bench.choices import Verdict
 from console.bench.comparison import CONFIDENCE, MIN_SAMPLES, compare_percentile, percentile
 
 MIN_EFFECT_PCT = 5.0
-BOOTSTRAP = "bootstrap within one run"
+# Stretches of one run for the batch-means interval, and the fewest requests in one.
+BLOCKS = 5
+MIN_BLOCK = 10
+# Run-to-run spread assumed for a side of one run (coefficient of variation of a run's
+# figure): repeats measure it instead. Simulator runs on a quiet machine vary by a few
+# percent; a loaded client machine or a real engine more (docs/benchmarks.md).
+PROVISIONAL_RUN_CV = 0.10
+WITHIN_RUN = "within one run (bootstrap and batch means) + assumed run-to-run spread"
 T_OVER_RUNS = "t interval over runs"
 
 
@@ -123,6 +134,35 @@ def compare_statistic(
     )  # fmt: skip
 
 
+def with_run_prior(
+    low: float, high: float, delta: float, before: float, after: float
+) -> tuple[float, float]:
+    """Widen a within-run interval by run-to-run noise it cannot measure: PROVISIONAL_RUN_CV
+    of each side's figure, added in quadrature to each half of the interval."""
+    z = float(stats.norm.ppf(0.5 + CONFIDENCE / 2))
+    runs = z * PROVISIONAL_RUN_CV * math.hypot(before, after)
+    return (
+        delta - math.hypot(delta - low, runs),
+        delta + math.hypot(high - delta, runs),
+    )
+
+
+def block_interval(
+    a: np.ndarray, b: np.ndarray, q: float, delta: float, confidence: float = CONFIDENCE
+) -> tuple[float, float] | None:
+    """Batch means: each run cut into BLOCKS stretches in send order, the statistic of each
+    stretch one observation. Unlike the bootstrap, which takes requests as independent, this
+    sees the slow swings within a run (a load burst, a queue building up), which make
+    neighbouring requests alike. None when the stretches are too short."""
+    if min(a.size, b.size) < BLOCKS * MIN_BLOCK:
+        return None
+    stats_a = [percentile(x, q) for x in np.array_split(a, BLOCKS)]
+    stats_b = [percentile(x, q) for x in np.array_split(b, BLOCKS)]
+    low, high = t_interval(stats_a, stats_b, confidence)
+    centre = (low + high) / 2
+    return delta - (centre - low), delta + (high - centre)
+
+
 def compare_percentile_runs(
     a_runs: Sequence[np.ndarray],
     b_runs: Sequence[np.ndarray],
@@ -132,16 +172,21 @@ def compare_percentile_runs(
     min_effect_pct: float = MIN_EFFECT_PCT,
 ) -> RunLevelDelta:
     """The q-th percentile, A's runs against B's (each array one run's values)."""
-    a_ok = [np.sort(r) for r in a_runs if r.size >= MIN_SAMPLES]
-    b_ok = [np.sort(r) for r in b_runs if r.size >= MIN_SAMPLES]
+    a_ok = [r for r in a_runs if r.size >= MIN_SAMPLES]
+    b_ok = [r for r in b_runs if r.size >= MIN_SAMPLES]
     if len(a_ok) == 1 and len(b_ok) == 1:
         m = compare_percentile(a_ok[0], b_ok[0], q, metric)
-        verdict = m.verdict
-        if m.ci_low is not None and m.ci_high is not None and m.before and m.delta is not None:
-            verdict = verdict_of(m.ci_low, m.ci_high, m.delta, m.before, False, min_effect_pct)
+        low, high, verdict = m.ci_low, m.ci_high, m.verdict
+        if low is not None and high is not None and m.before and m.delta is not None:
+            blocks = block_interval(a_ok[0], b_ok[0], q, m.delta)
+            if blocks is not None:  # the wider of the two
+                low, high = min(low, blocks[0]), max(high, blocks[1])
+            assert m.after is not None
+            low, high = with_run_prior(low, high, m.delta, m.before, m.after)
+            verdict = verdict_of(low, high, m.delta, m.before, False, min_effect_pct)
         return RunLevelDelta(
-            metric, m.before, m.after, m.delta, m.delta_pct, m.ci_low, m.ci_high, verdict,
-            1, 1, BOOTSTRAP, True,
+            metric, m.before, m.after, m.delta, m.delta_pct, low, high, verdict,
+            1, 1, WITHIN_RUN, True,
         )  # fmt: skip
     stats_a = [percentile(r, q) for r in a_ok]
     stats_b = [percentile(r, q) for r in b_ok]

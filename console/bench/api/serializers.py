@@ -227,7 +227,7 @@ class MetricDeltaSerializer(serializers.Serializer):
     runs_a = serializers.IntegerField()
     runs_b = serializers.IntegerField()
     method = serializers.CharField(
-        help_text="'t interval over runs', or 'bootstrap within one run' (one run per side)."
+        help_text="'t interval over runs', or 'within one run ...' (one run per side)."
     )
     provisional = serializers.BooleanField(help_text="A side has one run: no run-to-run noise.")
     higher_is_better = serializers.BooleanField()

@@ -144,7 +144,7 @@ class BenchmarkRunViewSet(
             "b": RunSeriesSerializer(series_b, context=context).data,
             "compare": f"/api/v1/benchmarks/compare/?a={series_a.ref}&b={series_b.ref}",
         }
-        return Response(RepeatPairResultSerializer(data).data, status=status.HTTP_202_ACCEPTED)
+        return Response(data, status=status.HTTP_202_ACCEPTED)
 
 
 class RunSeriesViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
