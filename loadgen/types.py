@@ -37,6 +37,10 @@ class RequestSample:
     output_tokens: int | None = None
     content_chunks: int = 0
     usage_missing: bool = False  # output_tokens fell back to the content chunk count
+    # Content chunks that reached the socket in the same TCP segment as the one before (sent
+    # together, or merged while the socket went unread): those ITL gaps read 0.
+    merged_gaps: int = 0
+    first_token_merged: bool = False  # the first content chunk shares its time with the next
     status: int | None = None
     error: str | None = None
     response_id: str | None = None
