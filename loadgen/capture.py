@@ -12,7 +12,8 @@ ground truth the client's TTFT and ITL are compared with.
   (HTTP framing by httptools, SSE framing by ``loadgen.sse``), with the response ``id`` and
   which events carried content.
 - ``compare(samples, wire)``: TTFT and per-gap ITL errors of the client's samples, matched to
-  the capture by response id.
+  the capture by response id, and how many merged chunks the kernel could not have merged;
+  ``error_ms(errors)`` summarises them.
 - ``tcpdump(path, port)``: a context manager running tcpdump on loopback for one port.
 """
 
@@ -35,6 +36,7 @@ from typing import Any
 import httptools
 
 from loadgen.sse import SSEDecoder
+from loadgen.stats import distribution
 from loadgen.types import RequestSample
 
 _PCAP_MAGIC = {0xA1B2C3D4: 1e-6, 0xA1B23C4D: 1e-9}  # per file, microsecond or nanosecond stamps
@@ -308,6 +310,15 @@ def compare(samples: Sequence[RequestSample], wire: Sequence[WireExchange]) -> C
             elif i + 1 >= len(gaps) or gaps[i + 1] != 0.0:
                 out.itl_errors_trusted.append(gap - true_gap)
     return out
+
+
+def error_ms(errors: Sequence[float]) -> dict[str, float | None]:
+    """p50 / p99 / max of the absolute errors, in milliseconds (the summaries' percentile)."""
+    dist = distribution(abs(e) for e in errors)
+    return {
+        k: None if dist[k] is None else round(float(dist[k] or 0.0) * 1e3, 3)
+        for k in ("p50", "p99", "max")
+    }
 
 
 def tcpdump_path() -> str:
