@@ -101,3 +101,45 @@ def test_timing_agrees_with_a_packet_capture_when_the_client_is_starved(
     if marked:
         itl_row = next(line for line in run.stdout.splitlines() if line.startswith("overall"))
         assert UNTRUSTED_MARK in itl_row
+
+
+def test_merged_chunks_mark_the_figures_in_validity_and_the_cli_summary() -> None:
+    from loadgen.cli import format_summary
+    from loadgen.stats import itl_stats, summarize, untrusted, validity
+    from loadgen.types import RunResult
+
+    samples = []
+    for i in range(10):
+        s = RequestSample(index=i, send_time=100.0 + i, ttft=0.05, e2e=0.2, output_tokens=11)
+        s.itl_raw = [0.015] * 8 + [0.0, 0.03] if i < 2 else [0.015] * 10
+        s.itl, s.content_chunks = itl_stats(s.itl_raw), 11
+        s.merged_gaps = 1 if i < 2 else 0
+        s.first_token_merged = i == 0
+        samples.append(s)
+    checks = validity(samples, loop_lags=[0.001], cpu_s=1.0, wall_s=10.0)
+    assert checks["itl_merged_share"] == pytest.approx(2 / 100)
+    assert checks["ttft_merged_share"] == pytest.approx(1 / 10)
+    checks["receive_times"] = "kernel"
+    checks["untrusted"] = untrusted(checks)
+    assert set(checks["untrusted"]) == {"itl_s", "ttft_s"}
+    assert checks["untrusted"]["itl_s"].startswith("2.0% of ITL gaps")
+    result = RunResult(
+        spec={},
+        started_at=100.0,
+        finished_at=110.0,
+        window=(100.0, 110.0),
+        samples=samples,
+        summary=summarize(samples, (100.0, 110.0)),
+        timeseries=[],
+        validity=checks,
+    )
+    text = format_summary(result)
+    overall = next(line for line in text.splitlines() if line.startswith("overall"))
+    ttft_cell, tpot_cell, itl_cell, e2e_cell = overall.split()[3:7]
+    assert ttft_cell.endswith(UNTRUSTED_MARK) and itl_cell.endswith(UNTRUSTED_MARK)
+    assert not tpot_cell.endswith(UNTRUSTED_MARK) and not e2e_cell.endswith(UNTRUSTED_MARK)
+    assert f"{UNTRUSTED_MARK} ITL is not a wire time: 2.0% of ITL gaps" in text
+    # Under the bounds nothing is marked.
+    quiet = validity(samples[2:], loop_lags=[0.001], cpu_s=1.0, wall_s=10.0)
+    quiet["receive_times"] = "kernel"
+    assert untrusted(quiet) == {}

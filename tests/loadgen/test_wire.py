@@ -24,7 +24,7 @@ from cryptography.x509.oid import NameOID
 
 from loadgen.client import send_request
 from loadgen.prompts import PlannedRequest
-from loadgen.receive import KernelClock
+from loadgen.receive import KernelClock, TlsRecords, event_reads
 from loadgen.wire import Pool
 from tests.loadgen.test_streams import chunk
 
@@ -454,3 +454,28 @@ def test_the_kernel_clock_places_stamps_across_a_step() -> None:
     assert clock.place(None, now, offset, 10.0) == now  # no stamp: the read's time
     assert clock.place(2000.0, now, offset, 10.0) == now  # never after the read
     assert clock.place(1.0, now, offset, 10.0) == 10.0  # never before the send
+
+
+def test_reads_are_cut_where_events_end() -> None:
+    one = b"c8\r\ndata: {}\n\n\r\n"
+    assert event_reads(one) == [len(one)]  # one event and its chunk's CRLF: one read
+    two = one + b"c9\r\ndata: {1}\n\n\r\n"
+    assert event_reads(two) == [len(one) - 2, len(two) - len(one) + 2]
+    partial = one + b"c9\r\ndata: {"
+    assert event_reads(partial) == [len(one) - 2, len(partial) - len(one) + 2]  # may be later
+    assert event_reads(b"data: x\n") == [8]  # no end yet: one read
+    assert event_reads(b"\ndata: y\n\n", before=b"x\n") == [1, 9]  # an end split across reads
+    crlf = b"data: a\r\n\r\ndata: b\r\n\r\n"
+    assert event_reads(crlf) == [11, 11]
+
+
+def test_tls_reads_are_cut_where_records_end() -> None:
+    def record(size: int) -> bytes:
+        return b"\x17\x03\x03" + size.to_bytes(2, "big") + b"x" * size
+
+    records = TlsRecords()
+    data = record(10) + record(20) + record(30)[:12]
+    assert records.reads(data) == [15, 25, 12]
+    rest = record(30)[12:] + record(4)[:3]  # the header of the next one is split
+    assert records.reads(rest) == [23, 3]
+    assert records.reads(record(4)[3:]) == [6]
