@@ -37,7 +37,12 @@ READ_SIZE = 256 * 1024
 SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
 SCM_TIMESTAMPNS = SO_TIMESTAMPNS
 _TIMESPEC = struct.Struct("@qq")
-ANC_SIZE = socket.CMSG_SPACE(_TIMESPEC.size)
+# Transmit times (SO_TIMESTAMPING, software stamps, no payload copy): when the request left.
+SO_TIMESTAMPING = getattr(socket, "SO_TIMESTAMPING", 37)
+TX_STAMP_FLAGS = (1 << 1) | (1 << 4) | (1 << 11)  # TX_SOFTWARE | SOFTWARE | OPT_TSONLY
+# Reads then carry both SCM_TIMESTAMPNS and SCM_TIMESTAMPING (three timespecs).
+ANC_SIZE = socket.CMSG_SPACE(_TIMESPEC.size) + socket.CMSG_SPACE(3 * _TIMESPEC.size)
+ERRQUEUE_ANC_SIZE = 512
 
 # (status, body piece, receive time) -> True to stop reading this response
 Sink = Callable[[int, bytes, float], bool]
@@ -93,6 +98,9 @@ class Connection:
         self.tls, self.incoming, self.outgoing = tls or (None, None, None)
         self.clock = clock
         self.split_reads = split_reads
+        self.tx_stamps = False  # the kernel reports when each send left (SO_TIMESTAMPING)
+        self._tx_kernel: float | None = None
+        self._first_stamp: float | None = None  # of this exchange's first read
         self.records = records if tls is not None else None
         self._tail = b""  # the last bytes read, for an event end split across reads
         self._sent = 0.0
@@ -115,6 +123,8 @@ class Connection:
     def _readable(self) -> None:
         # Peek first, then read in pieces that each end where an event (or TLS record) ends:
         # each piece carries the time of its own last segment (receive.py).
+        if self.tx_stamps:
+            self._take_tx_stamps()
         try:
             queued, anc, _flags, _addr = self.sock.recvmsg(READ_SIZE, ANC_SIZE, socket.MSG_PEEK)
         except (BlockingIOError, InterruptedError):
@@ -147,6 +157,8 @@ class Connection:
             if kernel is not None and peeked is not None:
                 kernel = min(kernel, peeked)
             self._stamp = self.clock.place(kernel, now, offset, self._sent)
+            if self._first_stamp is None:
+                self._first_stamp = self._stamp
             if self.tls is not None:
                 plain = self._decrypt(data)
                 if plain is not None:
@@ -155,6 +167,19 @@ class Connection:
                 self._feed(data)
             if self.closed or self._parser is None:
                 return  # failed, stopped, or the response is complete
+
+    def _take_tx_stamps(self) -> None:
+        """Drain the error queue, keeping the latest transmit time (the request's last byte:
+        exchanges on a connection do not overlap)."""
+        while True:
+            try:
+                _d, anc, _f, _a = self.sock.recvmsg(0, ERRQUEUE_ANC_SIZE, socket.MSG_ERRQUEUE)
+            except OSError:  # empty (BlockingIOError) or gone: nothing (more) to take
+                return
+            for level, kind, raw in anc:
+                if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPING:
+                    sec, nsec = _TIMESPEC.unpack_from(raw)
+                    self._tx_kernel = float(sec + nsec * 1e-9)
 
     def _read_failed(self, exc: OSError) -> None:
         stale = self.reused and not self._got_bytes
@@ -255,10 +280,14 @@ class Connection:
         self._parser = httptools.HttpResponseParser(self)
         self._sink, self._done = sink, self.loop.create_future()
         self._got_bytes = self._complete = False
+        self._first_stamp = None
         self.status = 0
         if self.tls is not None:
             self.tls.write(data)
             data = self.outgoing.read() if self.outgoing is not None else b""
+        if self.tx_stamps:
+            self._take_tx_stamps()  # earlier sends' (the TLS handshake's)
+            self._tx_kernel = None
         try:
             sent = self._sent = self._send(data)
         except OSError as exc:
@@ -266,7 +295,15 @@ class Connection:
             if self.reused:
                 raise _StaleConnection() from exc
             raise WireError(f"write failed: {exc}") from exc
+        if self.tx_stamps:
+            self._take_tx_stamps()  # on loopback it is there already; else with the reply
         await self._done
+        if self._tx_kernel is not None:
+            # When the request's last byte left, not when this process called send: a
+            # preemption between the two (tens of ms on a starved core) is not latency.
+            now, offset = self.clock.wake()
+            first = self._first_stamp if self._first_stamp is not None else now
+            sent = self.clock.place(self._tx_kernel, first, offset, sent)
         return sent, self._stamp
 
     def _send(self, data: bytes) -> float:
@@ -401,6 +438,7 @@ class Pool:
                 if scheme == "https":
                     tls = await _handshake(sock, host, self._ssl_context, records)
                 conn = Connection(sock, tls, self.clock, records, split_reads=self._split_reads)
+                conn.tx_stamps = self.kernel_stamps and _enable_tx_stamps(sock)
             except BaseException:  # a failed or cancelled handshake
                 sock.close()
                 raise
@@ -426,6 +464,14 @@ def _kernel_time(ancillary: list[tuple[int, int, bytes]]) -> float | None:
 def _enable_stamps(sock: socket.socket) -> bool:
     try:
         sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+    except OSError:
+        return False
+    return True
+
+
+def _enable_tx_stamps(sock: socket.socket) -> bool:
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPING, TX_STAMP_FLAGS)
     except OSError:
         return False
     return True

@@ -81,3 +81,12 @@ def test_a_bare_data_line_dispatches_an_event_with_empty_data() -> None:
 def test_event_type_resets_after_each_event() -> None:
     events = feed_all([b"event: error\ndata: 1\n\ndata: 2\n\n"])
     assert [e.event for e in events] == ["error", "message"]
+
+
+def test_the_client_takes_an_empty_event_as_carrying_nothing() -> None:
+    from loadgen.client import _StreamState
+
+    state = _StreamState(chat=True)
+    for event in feed_all([b"data:\n\n", b'data: {"choices":[{"delta":{"content":"a"}}]}\n\n']):
+        state.on_event(event.data, event.event, 1.0)
+    assert state.error is None and state.times == [1.0]
