@@ -121,6 +121,9 @@ def spec_from_args(args: argparse.Namespace) -> WorkloadSpec:
     )
 
 
+UNTRUSTED_MARK = "!"
+
+
 def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value * 1000:.1f}"
 
@@ -133,9 +136,14 @@ def format_summary(result: RunResult) -> str:
         + f" {'req/s':>8} {'tok/s':>9}"
     )
     lines = [header, "-" * len(header)]
+    # A figure the run does not stand behind is marked "!" and explained below the table.
+    untrusted = result.validity.get("untrusted") or {}
     for tier, s in result.summary.items():
         cells = " ".join(
-            f"{'/'.join(_ms(s[m][q]) for q in ('p50', 'p90', 'p99')):>24}" for m in metrics
+            f"{'/'.join(_ms(s[m][q]) for q in ('p50', 'p90', 'p99')) + UNTRUSTED_MARK:>24}"
+            if m in untrusted
+            else f"{'/'.join(_ms(s[m][q]) for q in ('p50', 'p90', 'p99')):>24}"
+            for m in metrics
         )
         rps, tps = s["request_throughput_rps"], s["output_throughput_tps"]
         lines.append(
@@ -165,6 +173,8 @@ def format_summary(result: RunResult) -> str:
     )
     for flag in v["flags"]:
         lines.append(f"WARNING (validity): {flag}")
+    for metric, reason in untrusted.items():
+        lines.append(f"{UNTRUSTED_MARK} {metric[:-2].upper()} is not a wire time: {reason}")
     if result.cancelled:
         lines.append("run cancelled: figures cover the requests completed before the cancel")
     errors = [s.error for s in result.samples if s.error]

@@ -55,6 +55,8 @@ class _StreamState:
         "chat",
         "done",
         "error",
+        "first_merged",
+        "merged_gaps",
         "output_tokens",
         "prompt_tokens",
         "reasoning_chunks",
@@ -73,8 +75,16 @@ class _StreamState:
         self.reasoning_chunks = 0
         self.response_id: str | None = None
         self.times: list[float] = []
+        # Events that share one kernel time reached the socket in one segment (wire.py,
+        # receive.py): their gaps are not wire times.
+        self.merged_gaps = 0
+        self.first_merged: bool | None = None  # decided by the event after the first token
 
     def on_event(self, data: str, event: str, now: float) -> None:
+        if not data:
+            return  # a bare `data:` event carries nothing (SSE allows it; no server means it)
+        if self.first_merged is None and self.times:
+            self.first_merged = now == self.times[0]  # its segment took in a later one
         if self.done:
             self.error = "data after [DONE]"
             return
@@ -120,6 +130,8 @@ class _StreamState:
             else:
                 content = choice.get("text")
             if content:
+                if self.times and self.times[-1] == now:
+                    self.merged_gaps += 1
                 self.times.append(now)
         usage = obj.get("usage")
         if usage:
@@ -234,6 +246,7 @@ def _finish(
     sample.reasoning_chunks = state.reasoning_chunks
     if sample.error is not None:
         return
+    sample.merged_gaps, sample.first_token_merged = state.merged_gaps, bool(state.first_merged)
     times = state.times
     sample.e2e = end - start
     sample.content_chunks = len(times) if stream else 0

@@ -32,6 +32,10 @@ VALIDITY_BOUNDS = {
     "client_cpu_ratio": 0.85,  # of one core
     "error_rate": 0.05,
     "usage_missing": 0,
+    # Shares of ITL gaps / first tokens whose chunks reached the socket in one TCP segment
+    # (wire.py): above these, the figure is marked as not wire-true (`untrusted`).
+    "itl_merged_share": 0.01,
+    "ttft_merged_share": 0.01,
 }
 
 
@@ -251,6 +255,8 @@ def validity(
     ok = [s for s in measured if s.ok]
     mismatched = sum(1 for s in ok if not s.usage_missing and s.output_tokens != s.content_chunks)
     errors = len(measured) - len(ok)
+    gaps = sum(s.itl.count for s in ok)
+    firsts = [s for s in ok if s.ttft is not None]
     figures = {
         "dispatch_lag_p99_s": dispatch["p99"],
         "dispatch_lag_max_s": dispatch["max"],
@@ -259,6 +265,10 @@ def validity(
         "client_cpu_ratio": cpu_s / wall_s if wall_s > 0 else None,
         "error_rate": errors / len(measured) if measured else 0.0,
         "usage_missing": sum(1 for s in ok if s.usage_missing),
+        "itl_merged_share": sum(s.merged_gaps for s in ok) / gaps if gaps else None,
+        "ttft_merged_share": (
+            sum(s.first_token_merged for s in firsts) / len(firsts) if firsts else None
+        ),
     }
     flags = [
         f"{name}={value:.4g} exceeds {limits[name]:g}"
@@ -277,3 +287,29 @@ def validity(
         "flags": flags,
         "valid": not flags,
     }
+
+
+def untrusted(validity: dict[str, Any]) -> dict[str, str]:
+    """The summary figures (``ttft_s``, ``itl_s``, ...) that are not wire times in this run,
+    each with the reason; pages and the CLI mark them instead of printing them plain."""
+    limits = validity["bounds"]
+    out: dict[str, str] = {}
+    share = validity.get("itl_merged_share")
+    if share is not None and share > limits["itl_merged_share"]:
+        out["itl_s"] = (
+            f"{share:.1%} of ITL gaps are between chunks that reached the client in one TCP "
+            "segment (sent together, or merged by the kernel while the socket went unread "
+            "for longer than the gap): those read 0 and the gap before each reads long"
+        )
+    share = validity.get("ttft_merged_share")
+    if share is not None and share > limits["ttft_merged_share"]:
+        out["ttft_s"] = (
+            f"{share:.1%} of first tokens reached the client in one TCP segment with the next "
+            "chunk (the socket went unread meanwhile): their TTFT may be late by up to a gap"
+        )
+    lagged = any(f.startswith("loop_lag") for f in validity["flags"])
+    if validity.get("receive_times") == "read" and lagged:
+        reason = "chunk times are the client's reads (no kernel stamps) and its loop lagged"
+        for name in ("ttft_s", "itl_s", "e2e_s"):
+            out.setdefault(name, reason)
+    return out

@@ -289,7 +289,7 @@ def test_an_endpoint_name_with_a_space_is_refused_everywhere(admin_user: Any) ->
         content_type="application/json",
     )
     assert api.status_code == 400 and "name" in api.json()
-    with pytest.raises(services.FleetError, match="^'my llm': ") as refused:
+    with pytest.raises(services.FleetError, match=r"^'my llm': ") as refused:
         services.create_endpoint(admin_user, name="my llm", base_url="http://127.0.0.1:9/v1")
     assert refused.value.field == "name"
     assert not Endpoint.objects.filter(name__contains=" ").exists()
