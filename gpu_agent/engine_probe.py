@@ -1,8 +1,8 @@
 """What the node's engine accepts, read from the engine's own argument parser.
 
 Run with the engine's Python (the agent finds it from the engine command line, see
-`gpu_agent.engine_report`), so it imports only the standard library until it imports the
-engine: vLLM's venv does not have Tiergate installed.
+`gpu_agent.engine_report`, which also keeps this file's folder off sys.path), so it imports
+only the standard library until it imports the engine: vLLM's venv has no Tiergate.
 
     PYTHON engine_probe.py describe vllm|sim          -> {"engine", "version", "options": [...]}
     PYTHON engine_probe.py check vllm|sim -- ARGS...  -> {"ok": true} | {"ok": false, "error"}
@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 _KINDS = {
@@ -45,6 +46,8 @@ def _engine_parser(engine: str) -> tuple[argparse.ArgumentParser, str]:
         from vllm.utils.argparse_utils import FlexibleArgumentParser
 
         return make_arg_parser(FlexibleArgumentParser(prog="vllm serve")), str(vllm.__version__)
+    # The simulator runs with the agent's own Python: its package is the probe's parent.
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from gpu_agent import __version__
     from gpu_agent.sim.config import build_parser
 

@@ -24,6 +24,12 @@ from typing import Any
 log = logging.getLogger("gpu_agent.engine_report")
 
 PROBE = Path(__file__).with_name("engine_probe.py")
+# Run the probe file without its folder (or the current one) on sys.path: gpu_agent/types.py
+# would shadow the standard library's `types` for the engine's Python.
+BOOT = (
+    "import runpy, sys; sys.path.pop(0); sys.argv = sys.argv[1:]; "
+    "runpy.run_path(sys.argv[0], run_name='__main__')"
+)
 PROBE_TIMEOUT_S = 300.0  # importing vLLM takes seconds on an idle machine, minutes on a busy one
 
 
@@ -77,6 +83,8 @@ async def probe_engine(
     try:
         process = await asyncio.create_subprocess_exec(
             python,
+            "-c",
+            BOOT,
             str(PROBE),
             "describe",
             kind,
