@@ -28,10 +28,13 @@ test: install
 vllm-env: install
 	$(BIN)/python -m tools.vllm_env build
 
-# The tests against a real vLLM (marker `vllm`; `make test` leaves them out).
+# The tests against a real vLLM (marker `vllm`; `make test` leaves them out). Their own temp
+# folder: vLLM's logs and the agents' files outlive other pytest runs' clean-up of /tmp.
 test-vllm: vllm-env
 	rm -rf data/test-vllm
-	TIERGATE_DATA_DIR=$(CURDIR)/data/test-vllm $(BIN)/python -m pytest -m vllm tests/vllm $(PYTEST_ARGS)
+	mkdir -p data/test-vllm
+	TIERGATE_DATA_DIR=$(CURDIR)/data/test-vllm $(BIN)/python -m pytest -m vllm tests/vllm \
+		--basetemp=$(CURDIR)/data/test-vllm/tmp $(PYTEST_ARGS)
 
 lint: install
 	$(BIN)/ruff check .

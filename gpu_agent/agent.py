@@ -243,13 +243,21 @@ class Agent:
         detail = self.supervisor.detail if self.supervisor is not None else ""
         return {"gateway": "ok", "engine": self.engine_health(), "detail": detail}
 
+    @property
+    def engine_report(self) -> dict[str, Any] | None:
+        """The managed engine's version and accepted arguments (gpu_agent.engine_report)."""
+        return self.supervisor.report if self.supervisor is not None else None
+
     def engine_info(self) -> dict[str, Any]:
         models = self.telemetry.models
+        report = self.engine_report
         return {
             "url": self.engine_url,
             "model": models[0] if models else None,
             "simulated": self.telemetry.simulated,
             "args": self.supervisor.args if self.supervisor is not None else {},
+            "version": report.get("version") if report else None,
+            "report_digest": report["digest"] if report else None,
         }
 
     def status(self) -> dict[str, Any]:

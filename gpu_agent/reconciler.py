@@ -60,6 +60,9 @@ class Reconciler:
         self.last_success_unix: float | None = None  # exported for the stale-agent alert
         self._state: dict[str, Any] = state_file.load()
         self._failed_profile: int | None = None
+        # The engine report the console holds (its reply echoes the digest): the full report
+        # travels only until the console has it.
+        self.console_report_digest: str | None = None
         self._listen_url = ""
         self._listen_settled = False
         self._profile_task: asyncio.Task[None] | None = None
@@ -142,6 +145,9 @@ class Reconciler:
             "engine": agent.engine_info(),
             "samples": samples[-MAX_SAMPLES_PER_BEAT:],
         }
+        report = agent.engine_report
+        if report is not None and report["digest"] != self.console_report_digest:
+            body["engine"]["report"] = report
         if agent.apply_errors:
             body["apply_errors"] = dict(agent.apply_errors)
         return seq, body
@@ -190,6 +196,8 @@ class Reconciler:
     # -- applying the reply ---------------------------------------------------------------
 
     def apply(self, reply: dict[str, Any]) -> None:
+        digest = reply.get("engine_report_digest")
+        self.console_report_digest = digest if isinstance(digest, str) else None
         interval = reply.get("heartbeat_interval_s")
         if isinstance(interval, int | float):
             self.interval_s = min(MAX_INTERVAL_S, max(MIN_INTERVAL_S, float(interval)))

@@ -190,7 +190,7 @@ def process(node: Node, beat: HeartbeatIn, now: datetime | None = None) -> dict[
         "mode": beat.mode,
         "agent_version": beat.agent_version,
         "listen_url": beat.listen_url,
-        "engine": beat.engine.model_dump(),
+        "engine": beat.engine.model_dump(exclude={"report"}),
         "health": beat.health.model_dump(),
         "apply_errors": errors,
         "keys_version": beat.keys_version,
@@ -204,6 +204,10 @@ def process(node: Node, beat: HeartbeatIn, now: datetime | None = None) -> dict[
         kept = kept_acknowledgements(node.acknowledged_errors, errors)
         if kept != node.acknowledged_errors:
             changes["acknowledged_errors"] = kept
+    if beat.engine.report is not None:
+        changes["engine_report"] = beat.engine.report.model_dump()
+    elif beat.engine.report_digest is None and beat.engine.url:
+        changes["engine_report"] = {}  # the engine has none (attached, or not a Python one)
     keys = keys_for_node(node)
     version = keys_version(keys)
     applied_before = (node.applied_tier_config_id, node.applied_launch_profile_id)
@@ -242,6 +246,8 @@ def process(node: Node, beat: HeartbeatIn, now: datetime | None = None) -> dict[
         "heartbeat_interval_s": follow_up_interval(desired, beat),
         "desired": desired,
         "keys_version": version,
+        # The engine report held: the agent sends its report again only when it differs.
+        "engine_report_digest": (node.engine_report or {}).get("digest"),
     }
     if beat.keys_version != version:
         reply["gateway_keys"] = keys

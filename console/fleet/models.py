@@ -185,6 +185,11 @@ class Node(models.Model):
     agent_version = models.CharField(max_length=40, blank=True)
     listen_url = models.CharField(max_length=300, blank=True, help_text="Where the gateway answers")
     engine = models.JSONField(default=dict, blank=True, help_text="url, model, simulated, args")
+    engine_report = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="The engine's version and the options its own parser accepts (agent-reported)",
+    )
     health = models.JSONField(default=dict, blank=True, help_text="gateway, engine, detail")
     # The newest sample, copied here so the fleet page needs no telemetry query per node.
     last_sample = models.JSONField(default=dict, blank=True)

@@ -30,6 +30,7 @@ from console.audit.choices import Action
 from console.audit.services import record
 from console.fleet.choices import NodeMode, NodeStatus
 from console.fleet.models import Node
+from console.tuning.engine_check import profile_refusals
 from console.tuning.models import LaunchProfileVersion, TierConfigVersion
 from console.tuning.rollouts import guard
 from console.tuning.rollouts.choices import (
@@ -228,6 +229,9 @@ def create_rollout(
                 "launch_profile",
                 "launch profiles need managed mode; attached: " + ", ".join(attached),
             )
+        refused = profile_refusals(launch_profile.args, chosen)  # the nodes' own engines
+        if refused:
+            raise RolloutError("launch_profile", "; ".join(refused))
     rollout = Rollout(
         kind=RolloutKind.ROLLOUT,
         tier_config=tier_config,
