@@ -3,6 +3,19 @@
 Nothing here reads a clock or does I/O: every call takes `now` (float seconds, monotonic), so
 the rules can be tested to the microsecond without sleeping.
 
+The release rule, each time `poll` runs, while a slot is free (in-flight under `max_in_flight`
+and awaiting-first-token under its limit, scheduler/limiter.py):
+1. the starvation bound: a tier with queued requests whose share of the last `SHARE_WINDOW`
+   released requests is under `admission.min_share` is owed; the most urgent owed tier
+   releases its oldest request;
+2. else the most urgent ready tier releases a batch (up to `max_batch_size` requests and
+   `max_tokens_per_batch` tokens), stopping early when another tier becomes owed;
+3. else, work conservation: the most urgent tier holding any request releases a batch, ready or
+   not. vLLM batches continuously, so holding a request while a slot is idle buys nothing:
+   below saturation every request goes on arrival, and windows and batch sizes order releases
+   only while the engine is saturated (slots free one by one and rules 1-2 pick who gets them).
+A tier that may not use the reserved slots is skipped while only those are left.
+
 Data layout, chosen so that no decision costs time in proportion to queue depth:
 - each tier holds one FIFO deque per length group; entries are appended in arrival order, so
   the head of each deque is its oldest request and the tier's oldest is the oldest head;
@@ -32,6 +45,7 @@ from bisect import bisect_left
 from collections import deque
 
 from scheduler.config import DEFAULT_MAX_IN_FLIGHT, TierConfig
+from scheduler.limiter import AwaitingLimit
 from scheduler.stats import TierBook, retry_after_s, scheduler_stats
 from scheduler.types import (
     QUEUE_FULL,
@@ -43,6 +57,7 @@ from scheduler.types import (
 )
 
 _SWEEP_MIN_DEAD = 64  # below this, dead entries are cheaper to skip than to sweep
+SHARE_WINDOW = 128  # released requests the starvation bound's shares are counted over
 
 
 class _Entry:
@@ -58,11 +73,12 @@ class _Entry:
 
 
 class _Flight:
-    __slots__ = ("awaiting", "req", "tier")
+    __slots__ = ("awaiting", "released_at", "req", "tier")
 
-    def __init__(self, req: Request, tier: _Tier) -> None:
+    def __init__(self, req: Request, tier: _Tier, released_at: float) -> None:
         self.req = req
         self.tier = tier
+        self.released_at = released_at
         self.awaiting = True
 
 
@@ -155,6 +171,10 @@ class Dispatcher:
         self._recent: deque[tuple[str, float, int, int, float]] = deque(maxlen=64)
         self._tiers: dict[str, _Tier] = {}
         self._order: list[_Tier] = []
+        # Tier names of the last SHARE_WINDOW released requests, and how many each holds.
+        self._share_window: deque[str] = deque()
+        self._share_counts: dict[str, int] = {}
+        self.limiter = AwaitingLimit(None, self._default_max_in_flight)
         self._apply(config)
 
     # -- configuration --------------------------------------------------------------------
@@ -164,8 +184,10 @@ class Dispatcher:
         self.config = config
         cap = admission.max_in_flight
         self.max_in_flight = cap if cap is not None else max(1, self._default_max_in_flight)
-        self.max_awaiting = admission.max_awaiting_first_token
+        self.limiter.fixed = admission.max_awaiting_first_token
+        self.limiter.set_ceiling(self.max_in_flight)
         self.reserved = min(admission.reserved_slots, self.max_in_flight - 1)
+        self.min_share = float(admission.min_share)
         tiers: dict[str, _Tier] = {}
         for rank, name in enumerate(config.tiers_by_urgency()):
             old = self._tiers.get(name)
@@ -225,13 +247,25 @@ class Dispatcher:
         self._queued[req.id] = entry
         return None
 
-    def first_token(self, req_id: str, now: float) -> None:
-        """The engine produced the request's first token: it no longer waits in the engine."""
+    def first_token(self, req_id: str, now: float, *, timed: bool = True) -> None:
+        """The engine produced the request's first token: it no longer waits in the engine.
+        `timed` False (a non-streamed answer counted as started at once): no latency sample."""
         flight = self._flight.get(req_id)
         if flight is not None and flight.awaiting:
             flight.awaiting = False
             self._awaiting -= 1
             flight.tier.awaiting -= 1
+            if timed:
+                self.limiter.sample(now - flight.released_at, now)
+
+    def engine_waiting(self, count: int, now: float) -> None:
+        """The engine's own waiting-queue length (vLLM's `num_requests_waiting`), when known."""
+        self.limiter.engine_waiting(count, now)
+
+    @property
+    def max_awaiting(self) -> int:
+        """The current limit on released requests awaiting their first token."""
+        return self.limiter.value
 
     def complete(self, req_id: str, now: float) -> bool:
         """A released request finished; its slot is free. False when it was not in flight."""
@@ -265,26 +299,61 @@ class Dispatcher:
         """Reject timed-out requests, release what the rules allow, say when to look again."""
         rejected: list[tuple[Request, Rejection]] = []
         released: list[Request] = []
+        promoted: list[str] = []
         for tier in self._order:
             if tier.timeout_s is not None and tier.depth:
                 self._expire(tier, now, rejected)
         flight = self._flight
-        while len(flight) < self.max_in_flight and self._awaiting < self.max_awaiting:
-            chosen: _Tier | None = None
-            for tier in self._order:
-                if tier.depth and tier.ready(now):
-                    chosen = tier
-                    break
+        limit = self.limiter.value
+        while self._queued and len(flight) < self.max_in_flight and self._awaiting < limit:
+            owed = self._owed_tier()
+            if owed is not None:
+                self._release(owed, 1, now, released)
+                promoted.append(released[-1].id)
+                continue
+            chosen = self._chosen_tier(now)
             if chosen is None:
-                break
+                break  # only reserved slots are left and only less urgent tiers wait
             cap = self.max_in_flight - (self.reserved if chosen.rank else 0)
-            room = min(
-                cap - len(self._flight), self.max_awaiting - self._awaiting, chosen.max_batch
-            )
-            if room <= 0:
-                break  # only reserved slots are left and this is not the most urgent tier
+            room = min(cap - len(flight), limit - self._awaiting, chosen.max_batch)
             self._release(chosen, room, now, released)
-        return PollResult(released, rejected, self._next_wakeup(now))
+        if self._queued and len(flight) < self.max_in_flight and self._awaiting >= limit:
+            self.limiter.held_back()
+        return PollResult(released, rejected, self._next_wakeup(now), promoted)
+
+    def _has_room(self, tier: _Tier) -> bool:
+        cap = self.max_in_flight - (self.reserved if tier.rank else 0)
+        return len(self._flight) < cap
+
+    def _owed_tier(self, besides: _Tier | None = None) -> _Tier | None:
+        """The most urgent tier with queued requests and a free slot whose share of the recent
+        releases is under `min_share` (the starvation bound), other than `besides`."""
+        if self.min_share <= 0:
+            return None
+        window = len(self._share_window)
+        counts = self._share_counts
+        for tier in self._order:
+            if (
+                tier is not besides
+                and tier.depth
+                and counts.get(tier.name, 0) < self.min_share * window
+                and self._has_room(tier)
+            ):
+                return tier
+        return None
+
+    def _chosen_tier(self, now: float) -> _Tier | None:
+        """The most urgent ready tier with a free slot, else the most urgent one holding any
+        request (work conservation)."""
+        fallback: _Tier | None = None
+        for tier in self._order:
+            if not tier.depth or not self._has_room(tier):
+                continue
+            if tier.ready(now):
+                return tier
+            if fallback is None:
+                fallback = tier
+        return fallback
 
     def _expire(self, tier: _Tier, now: float, out: list[tuple[Request, Rejection]]) -> None:
         assert tier.timeout_s is not None
@@ -314,6 +383,7 @@ class Dispatcher:
             order = sorted((dq for dq in tier.groups if dq), key=lambda dq: dq[0].seq)
         flight = self._flight
         waits = tier.waits
+        share_rule = self.min_share > 0
         taken = 0
         tokens = 0
         longest = 0
@@ -329,12 +399,16 @@ class Dispatcher:
                 if taken and tokens + entry.tokens > tier.max_tokens:
                     full = True
                     break
+                if taken and share_rule and self._owed_tier(besides=tier) is not None:
+                    full = True  # another tier is owed its share: it goes next
+                    break
                 dq.popleft()
                 self._unqueue(entry)
                 req = entry.req
-                flight[req.id] = _Flight(req, tier)
+                flight[req.id] = _Flight(req, tier, now)
                 out.append(req)
                 waits.append(now - entry.arrived)
+                self._count_release(tier.name)
                 taken += 1
                 tokens += entry.tokens
                 prompt_sum += req.prompt_tokens
@@ -349,25 +423,29 @@ class Dispatcher:
         tier.record_release(now, taken, padding)
         self._recent.append((tier.name, now, taken, tokens, padding))
 
+    def _count_release(self, name: str) -> None:
+        window = self._share_window
+        counts = self._share_counts
+        if len(window) == SHARE_WINDOW:
+            gone = window.popleft()
+            counts[gone] -= 1
+        window.append(name)
+        counts[name] = counts.get(name, 0) + 1
+
     def _next_wakeup(self, now: float) -> float | None:
-        """Earliest future instant at which time alone changes a decision: a tier's wait
-        running out, or a queued request timing out. Ready tiers blocked on slots need no
-        timer: a first token, completion or cancel wakes the driver."""
+        """Earliest future instant at which time alone changes a decision: a queued request
+        timing out. Waits running out need no timer: a request waits only while no slot is
+        free, and a first token, completion or cancel wakes the driver when one frees."""
         wakeup: float | None = None
         for tier in self._order:
-            if not tier.depth:
+            if not tier.depth or tier.timeout_s is None:
                 continue
             oldest = tier.oldest()
             if oldest is None:
                 continue
-            if tier.depth < tier.max_batch and tier.queued_tokens < tier.max_tokens:
-                when = oldest.arrived + tier.effective_wait()
-                if when > now and (wakeup is None or when < wakeup):
-                    wakeup = when
-            if tier.timeout_s is not None:
-                when = oldest.arrived + tier.timeout_s
-                if when > now and (wakeup is None or when < wakeup):
-                    wakeup = when
+            when = oldest.arrived + tier.timeout_s
+            if when > now and (wakeup is None or when < wakeup):
+                wakeup = when
         return wakeup
 
     # -- queries --------------------------------------------------------------------------
@@ -394,6 +472,11 @@ class Dispatcher:
     def awaiting_first_token(self) -> int:
         return self._awaiting
 
+    @property
+    def queued(self) -> int:
+        """Requests held in the gateway's queues, all tiers."""
+        return len(self._queued)
+
     def stats(self, now: float) -> SchedulerStats:
         return scheduler_stats(
             now,
@@ -404,4 +487,6 @@ class Dispatcher:
             max_awaiting=self.max_awaiting,
             reserved=self.reserved,
             recent=list(self._recent),
+            shares=self._share_counts,
+            limiter=self.limiter,
         )
