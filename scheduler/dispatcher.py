@@ -41,12 +41,12 @@ Choices where DESIGN.md is silent:
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from collections import deque
 
 from scheduler.config import DEFAULT_MAX_IN_FLIGHT, TierConfig
 from scheduler.limiter import AwaitingLimit
-from scheduler.stats import TierBook, retry_after_s, scheduler_stats
+from scheduler.queues import SWEEP_MIN_DEAD, Entry, Flight, TierQueue
+from scheduler.stats import retry_after_s, scheduler_stats
 from scheduler.types import (
     QUEUE_FULL,
     QUEUE_TIMEOUT,
@@ -56,105 +56,7 @@ from scheduler.types import (
     SchedulerStats,
 )
 
-_SWEEP_MIN_DEAD = 64  # below this, dead entries are cheaper to skip than to sweep
 SHARE_WINDOW = 128  # released requests the starvation bound's shares are counted over
-
-
-class _Entry:
-    __slots__ = ("alive", "arrived", "req", "seq", "tier", "tokens")
-
-    def __init__(self, req: Request, arrived: float, seq: int, tier: _Tier) -> None:
-        self.req = req
-        self.arrived = arrived
-        self.seq = seq
-        self.tier = tier
-        self.tokens = req.prompt_tokens + req.max_tokens
-        self.alive = True
-
-
-class _Flight:
-    __slots__ = ("awaiting", "released_at", "req", "tier")
-
-    def __init__(self, req: Request, tier: _Tier, released_at: float) -> None:
-        self.req = req
-        self.tier = tier
-        self.released_at = released_at
-        self.awaiting = True
-
-
-class _Tier(TierBook):
-    """A queue's configuration, its pending requests and its counters."""
-
-    __slots__ = (
-        "bounds",
-        "dead",
-        "groups",
-        "max_batch",
-        "max_depth",
-        "max_tokens",
-        "rank",
-        "reduced_wait_s",
-        "threshold",
-        "timeout_s",
-        "wait_s",
-    )
-
-    def __init__(self, name: str, config: TierConfig, rank: int) -> None:
-        super().__init__(name)
-        self.rank = rank
-        self.configure(config)
-        self.groups: list[deque[_Entry]] = [deque() for _ in range(len(self.bounds) + 1)]
-        self.dead = 0
-
-    def configure(self, config: TierConfig) -> None:
-        q = config.scheduler.queues[self.name]
-        adaptive = config.scheduler.adaptive
-        self.priority = q.priority
-        self.max_batch = q.max_batch_size
-        self.max_tokens = q.max_tokens_per_batch
-        self.max_depth = q.max_queue_depth
-        self.timeout_s = None if q.queue_timeout_ms is None else q.queue_timeout_ms / 1000.0
-        self.bounds = list(q.length_groups)
-        self.wait_s = q.max_waiting_time_ms / 1000.0
-        self.reduced_wait_s = self.wait_s
-        self.threshold: int | None = None  # None: adaptive rule off for this tier
-        if adaptive.enabled and adaptive.tier == self.name:
-            self.reduced_wait_s = self.wait_s * adaptive.wait_time_reduction_ratio
-            self.threshold = adaptive.online_pressure_threshold
-
-    def effective_wait(self) -> float:
-        if self.threshold is not None and self.depth > self.threshold:
-            return self.reduced_wait_s
-        return self.wait_s
-
-    def oldest(self) -> _Entry | None:
-        best: _Entry | None = None
-        for dq in self.groups:
-            while dq and not dq[0].alive:
-                dq.popleft()
-                self.dead -= 1
-            if dq and (best is None or dq[0].seq < best.seq):
-                best = dq[0]
-        return best
-
-    def ready(self, now: float) -> bool:
-        if self.depth == 0:
-            return False
-        if self.depth >= self.max_batch or self.queued_tokens >= self.max_tokens:
-            return True
-        oldest = self.oldest()
-        return oldest is not None and now >= oldest.arrived + self.effective_wait()
-
-    def adaptive_active(self) -> bool:
-        return self.threshold is not None and self.depth > self.threshold
-
-    def group_of(self, prompt_tokens: int) -> int:
-        return bisect_left(self.bounds, prompt_tokens) if self.bounds else 0
-
-    def sweep(self) -> None:
-        for i, dq in enumerate(self.groups):
-            self.groups[i] = deque(e for e in dq if e.alive)
-        self.dead = 0
 
 
 class Dispatcher:
@@ -164,13 +66,13 @@ class Dispatcher:
         self, config: TierConfig, *, default_max_in_flight: int = DEFAULT_MAX_IN_FLIGHT
     ) -> None:
         self._default_max_in_flight = default_max_in_flight
-        self._queued: dict[str, _Entry] = {}
-        self._flight: dict[str, _Flight] = {}
+        self._queued: dict[str, Entry] = {}
+        self._flight: dict[str, Flight] = {}
         self._awaiting = 0
         self._seq = 0
         self._recent: deque[tuple[str, float, int, int, float]] = deque(maxlen=64)
-        self._tiers: dict[str, _Tier] = {}
-        self._order: list[_Tier] = []
+        self._tiers: dict[str, TierQueue] = {}
+        self._order: list[TierQueue] = []
         # Tier names of the last SHARE_WINDOW released requests, and how many each holds.
         self._share_window: deque[str] = deque()
         self._share_counts: dict[str, int] = {}
@@ -188,7 +90,7 @@ class Dispatcher:
         self.limiter.set_ceiling(self.max_in_flight)
         self.reserved = min(admission.reserved_slots, self.max_in_flight - 1)
         self.min_share = float(admission.min_share)
-        tiers: dict[str, _Tier] = {}
+        tiers: dict[str, TierQueue] = {}
         for rank, name in enumerate(config.tiers_by_urgency()):
             old = self._tiers.get(name)
             if old is not None:
@@ -196,7 +98,7 @@ class Dispatcher:
                 old.configure(config)
                 tiers[name] = old
             else:
-                tiers[name] = _Tier(name, config, rank)
+                tiers[name] = TierQueue(name, config, rank)
         self._tiers = tiers
         self._order = list(tiers.values())
 
@@ -240,7 +142,7 @@ class Dispatcher:
             detail = f"queue {tier.name} is full"
             return Rejection(QUEUE_FULL, 429, retry_after_s(tier, now), detail)
         self._seq += 1
-        entry = _Entry(req, now, self._seq, tier)
+        entry = Entry(req, now, self._seq, tier)
         tier.groups[tier.group_of(req.prompt_tokens)].append(entry)
         tier.depth += 1
         tier.queued_tokens += entry.tokens
@@ -289,7 +191,7 @@ class Dispatcher:
         tier.queued_tokens -= entry.tokens
         tier.dead += 1
         tier.cancelled += 1
-        if tier.dead > _SWEEP_MIN_DEAD and tier.dead > tier.depth:
+        if tier.dead > SWEEP_MIN_DEAD and tier.dead > tier.depth:
             tier.sweep()
         return True
 
@@ -321,11 +223,11 @@ class Dispatcher:
             self.limiter.held_back()
         return PollResult(released, rejected, self._next_wakeup(now), promoted)
 
-    def _has_room(self, tier: _Tier) -> bool:
+    def _has_room(self, tier: TierQueue) -> bool:
         cap = self.max_in_flight - (self.reserved if tier.rank else 0)
         return len(self._flight) < cap
 
-    def _owed_tier(self, besides: _Tier | None = None) -> _Tier | None:
+    def _owed_tier(self, besides: TierQueue | None = None) -> TierQueue | None:
         """The most urgent tier with queued requests and a free slot whose share of the recent
         releases is under `min_share` (the starvation bound), other than `besides`."""
         if self.min_share <= 0:
@@ -342,10 +244,10 @@ class Dispatcher:
                 return tier
         return None
 
-    def _chosen_tier(self, now: float) -> _Tier | None:
+    def _chosen_tier(self, now: float) -> TierQueue | None:
         """The most urgent ready tier with a free slot, else the most urgent one holding any
         request (work conservation)."""
-        fallback: _Tier | None = None
+        fallback: TierQueue | None = None
         for tier in self._order:
             if not tier.depth or not self._has_room(tier):
                 continue
@@ -355,7 +257,7 @@ class Dispatcher:
                 fallback = tier
         return fallback
 
-    def _expire(self, tier: _Tier, now: float, out: list[tuple[Request, Rejection]]) -> None:
+    def _expire(self, tier: TierQueue, now: float, out: list[tuple[Request, Rejection]]) -> None:
         assert tier.timeout_s is not None
         timeout = tier.timeout_s
         for dq in tier.groups:
@@ -370,12 +272,12 @@ class Dispatcher:
                 detail = f"waited over {tier.timeout_s:g} s in queue {tier.name}"
                 out.append((entry.req, Rejection(QUEUE_TIMEOUT, 503, None, detail)))
 
-    def _unqueue(self, entry: _Entry) -> None:
+    def _unqueue(self, entry: Entry) -> None:
         del self._queued[entry.req.id]
         entry.tier.depth -= 1
         entry.tier.queued_tokens -= entry.tokens
 
-    def _release(self, tier: _Tier, room: int, now: float, out: list[Request]) -> None:
+    def _release(self, tier: TierQueue, room: int, now: float, out: list[Request]) -> None:
         if len(tier.groups) == 1:
             order = tier.groups
         else:
@@ -405,7 +307,7 @@ class Dispatcher:
                 dq.popleft()
                 self._unqueue(entry)
                 req = entry.req
-                flight[req.id] = _Flight(req, tier, now)
+                flight[req.id] = Flight(req, tier, now)
                 out.append(req)
                 waits.append(now - entry.arrived)
                 self._count_release(tier.name)
