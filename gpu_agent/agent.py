@@ -80,7 +80,11 @@ class Agent:
         self.registry = CollectorRegistry()
         self.metrics = GatewayMetrics(self.registry)
         self.telemetry = Telemetry(
-            lambda: self.engine_url, self.driver.stats, self.metrics.interval, nvml=nvml
+            lambda: self.engine_url,
+            self.driver.stats,
+            self.metrics.interval,
+            nvml=nvml,
+            on_engine=self._engine_figures,
         )
         self.applied: dict[str, int | None] = {TIER_CONFIG: None, LAUNCH_PROFILE: None}
         self.apply_errors: dict[str, dict[str, Any]] = {}
@@ -134,6 +138,19 @@ class Agent:
         if self.supervisor is not None:
             return self.supervisor.args.get("scheduling_policy") == "priority"
         return True
+
+    @property
+    def promoted_priority(self) -> int:
+        """The engine priority of a request released by the starvation bound: the most
+        urgent tier's."""
+        queues = self.config.scheduler.queues
+        return queues[self.config.tiers_by_urgency()[0]].priority
+
+    def _engine_figures(self, engine: dict[str, Any]) -> None:
+        # The engine's own queue length feeds the adaptive awaiting-first-token limit.
+        waiting = engine.get("waiting")
+        if isinstance(waiting, int):
+            self.driver.engine_waiting(waiting)
 
     @property
     def default_max_in_flight(self) -> int:
@@ -287,6 +304,8 @@ class Agent:
             "tiers": tiers,
             "in_flight": stats.in_flight,
             "max_in_flight": stats.max_in_flight,
+            "awaiting_limit": stats.max_awaiting_first_token,
+            "awaiting_limit_adaptive": stats.awaiting_limit_adaptive,
             "engine": {
                 **self.engine_info(),
                 "pid": self.supervisor.pid if self.supervisor else None,

@@ -180,10 +180,15 @@ class Gateway:
                 await send_error(send, exc.status, message, exc.reason, exc.retry_after_s)
                 return
             agent.metrics.released(tier, time.perf_counter() - t0)
+            if sent_priority and ticket.promoted:
+                # Released by the starvation bound: the engine's own priority queue must not
+                # starve it again behind the more urgent requests released after it.
+                payload["priority"] = agent.promoted_priority
+                body = json.dumps(payload).encode()
             if not stream:
                 # No first-token signal without a stream: count it as started so it does not
                 # hold an awaiting-first-token slot until the whole answer is done.
-                ticket.first_token()
+                ticket.first_token(timed=False)
             path = "/v1/chat/completions" if chat else "/v1/completions"
             args = (send, ticket, path, body, upstream_id, tier, stream, t0, state)
             if not await self._forward(*args, sent_priority):

@@ -217,7 +217,13 @@ class AgentCollector(Collector):
             "tiergate_max_in_flight", "The admission cap on requests at the engine."
         )
         limit.add_metric([], stats.max_in_flight)
-        yield from (depth, in_flight, awaiting, wait, padding, limit)
+        awaiting_limit = GaugeMetricFamily(
+            "tiergate_awaiting_limit",
+            "The limit in force on released requests awaiting their first token (adapted "
+            "unless admission.max_awaiting_first_token is set).",
+        )
+        awaiting_limit.add_metric([], stats.max_awaiting_first_token)
+        yield from (depth, in_flight, awaiting, wait, padding, limit, awaiting_limit)
 
     def _config(self) -> Iterator[Metric]:
         version = GaugeMetricFamily(

@@ -125,8 +125,10 @@ class Telemetry:
         nvml: NvmlReader | None = None,
         period_s: float = 1.0,
         ring_size: int = RING_SIZE,
+        on_engine: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
         self._engine_url = engine_url
+        self._on_engine = on_engine  # called with each parsed "engine" object
         self._scheduler_stats = scheduler_stats
         self._interval = interval
         self._nvml = nvml or NvmlReader()
@@ -231,6 +233,8 @@ class Telemetry:
             else:
                 engine = engine_figures(now, self._before)
                 self._before = now
+                if self._on_engine is not None:
+                    self._on_engine(engine)
         sample["engine"] = engine
         sample["tiers"] = tier_figures(self._scheduler_stats(), self._interval.take())
         self._seq += 1
