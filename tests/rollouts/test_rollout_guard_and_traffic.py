@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 
 from tests.rollouts.rollout_helpers import (
+    QUICK,
     Load,
     run_rollout,
     stream_completion,
@@ -65,6 +66,7 @@ def test_a_config_that_starves_online_traffic_is_rolled_back_by_the_slo_guard(
             guard_max_ttft_p99_regression_pct=100,
             guard_max_error_rate=0.05,
             guard_window_s=2.0,
+            canary_soak_s=2.0,
             start=False,
         )
         rollout = run_rollout(rollout)
@@ -96,7 +98,7 @@ def test_requests_in_flight_survive_a_hot_reconfigure(fleet: Any, versions: Any)
         time.sleep(0.1)  # the streams are under way
         rollout = run_rollout(
             services.create_rollout(
-                tier_config=v2, canary_count=0, convergence_timeout_s=10, start=False
+                tier_config=v2, canary_count=0, convergence_timeout_s=10, start=False, **QUICK
             )
         )
         assert rollout.state == "succeeded", timeline(rollout)
