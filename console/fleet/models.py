@@ -20,7 +20,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from console.fleet import crypto
-from console.fleet.choices import EndpointKind, GpuSource, NodeMode, NodeStatus
+from console.fleet.choices import EndpointKind, GpuSource, NodeMode
 from console.fleet.status import node_status, open_errors
 
 
@@ -219,10 +219,6 @@ class Node(models.Model):
     @property
     def open_apply_errors(self) -> dict[str, Any]:
         return open_errors(self.apply_errors, self.acknowledged_errors)
-
-    @property
-    def is_stale_or_new(self) -> bool:
-        return self.status() in (NodeStatus.NEW, NodeStatus.STALE)
 
     @property
     def is_simulated(self) -> bool:

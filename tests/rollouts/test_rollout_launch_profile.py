@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpu_agent.sim.testing import free_port
-from tests.rollouts.rollout_helpers import run_rollout, timeline
+from tests.rollouts.rollout_helpers import QUICK, run_rollout, timeline
 from tests.waiting import wait_for
 
 
@@ -35,7 +35,7 @@ def test_a_profile_whose_engine_fails_to_start_is_rolled_back_with_the_engines_e
     )
     rollout = run_rollout(
         services.create_rollout(
-            launch_profile=bad, canary_count=1, convergence_timeout_s=20, start=False
+            launch_profile=bad, canary_count=1, convergence_timeout_s=20, start=False, **QUICK
         )
     )
     assert rollout.state == "rolled_back", timeline(rollout)

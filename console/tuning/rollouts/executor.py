@@ -51,20 +51,21 @@ from console.tuning.rollouts.choices import (
     RolloutState,
 )
 from console.tuning.rollouts.models import Rollout, RolloutNode, event
+from console.tuning.rollouts.parts import (
+    KINDS,
+    changed_kinds,
+    facts_of,
+    targets_of,
+    version_obj,
+)
 from console.tuning.rollouts.plan import (
     APPLIED,
     FAILED,
     HEALTHY,
-    LAUNCH_PROFILE,
-    TIER_CONFIG,
-    NodeFacts,
-    Restore,
-    is_applied,
-    is_fresh,
     is_healthy,
     progress,
-    restore,
 )
+from console.tuning.rollouts.reverting import Reverting
 
 log = logging.getLogger(__name__)
 
@@ -85,40 +86,7 @@ def new_owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}:{uuid.uuid4().hex[:8]}"
 
 
-def facts_of(node: Node) -> NodeFacts:
-    return NodeFacts(
-        applied={
-            TIER_CONFIG: node.applied_tier_config_id,
-            LAUNCH_PROFILE: node.applied_launch_profile_id,
-        },
-        apply_errors=node.apply_errors or {},
-        health=node.health or {},
-        last_seen_at=node.last_seen_at,
-        acknowledged_errors=node.acknowledged_errors or {},
-    )
-
-
-KINDS = (TIER_CONFIG, LAUNCH_PROFILE)
-
-
-def changed_kinds(part: RolloutNode) -> list[str]:
-    """The kinds this part sets: a target version, or (rollbacks) no desired version."""
-    return [k for k in KINDS if getattr(part, f"target_{k}_id") or getattr(part, f"unset_{k}")]
-
-
-def restores_of(part: RolloutNode) -> dict[str, Restore]:
-    """How each kind this part changed goes back to its state before (plan.restore)."""
-    return {
-        k: restore(getattr(part, f"prev_{k}_id"), getattr(part, f"prev_applied_{k}_id"))
-        for k in changed_kinds(part)
-    }
-
-
-def targets_of(part: RolloutNode) -> dict[str, int | None]:
-    return {TIER_CONFIG: part.target_tier_config_id, LAUNCH_PROFILE: part.target_launch_profile_id}
-
-
-class Executor:
+class Executor(Reverting):
     def __init__(
         self,
         rollout_id: int,
@@ -271,8 +239,8 @@ class Executor:
             for (tier_id, profile_id), group in groups.items():
                 if tier_id is None and profile_id is None:
                     continue
-                tier = _version("TierConfigVersion", tier_id)
-                profile = _version("LaunchProfileVersion", profile_id)
+                tier = version_obj("TierConfigVersion", tier_id)
+                profile = version_obj("LaunchProfileVersion", profile_id)
                 set_desired(
                     group,
                     tier_config=tier,
@@ -410,110 +378,6 @@ class Executor:
             tier=rollout.guard_tier,
         )
 
-    # -- backward --------------------------------------------------------------------------
-
-    def begin_revert(self, rollout: Rollout, outcome: str, reason: str, now: datetime) -> None:
-        if rollout.kind == RolloutKind.ROLLBACK:
-            # A rollback does not undo itself (that would re-apply what it is rolling back).
-            self.finish(rollout, outcome, reason, now)
-            return
-        if Rollout.objects.filter(pk=rollout.pk, state=RolloutState.RUNNING).update(
-            state=RolloutState.ROLLING_BACK, outcome=outcome, reason=reason, revert_started_at=now
-        ):
-            event(rollout, f"rolling back: {reason}", level=EventLevel.WARNING, now=now)
-
-    def revert_step(self, rollout: Rollout, now: datetime) -> None:
-        parts = list(
-            rollout.nodes.select_related("node")
-            .exclude(applying_at=None)
-            .exclude(state=NodeState.ROLLED_BACK)
-        )
-        to_set = [p for p in parts if p.reverted_at is None]
-        if to_set:
-            self.set_back(rollout, to_set, now)
-        started = rollout.revert_started_at or now
-        stuck: list[str] = []
-        for part in parts:
-            node = part.node
-            restores = restores_of(part)
-            # Still to unset once the node runs its old version again (see set_back).
-            pending = [
-                k for k, r in restores.items() if r.unset and getattr(node, f"desired_{k}_id")
-            ]
-            waits = {
-                k: r.version
-                for k, r in restores.items()
-                if r.version is not None and getattr(node, f"desired_{k}_id") == r.version
-            }
-            facts = facts_of(node)
-            if not is_fresh(facts, now, self.fresh_s):
-                note = (
-                    "its desired versions are as before the rollout; the agent is not "
-                    "reporting and takes them when it returns"
-                )
-            elif is_applied(facts, waits) and is_healthy(facts, now, self.fresh_s):
-                note = "back on its previous versions and healthy" if waits else "healthy"
-            elif (now - started).total_seconds() > rollout.convergence_timeout_s:
-                stuck.append(node.name)
-                continue
-            else:
-                continue
-            with transaction.atomic():
-                if pending:
-                    clear_desired([node], pending, rollout.created_by, f"rolling back {rollout}")
-                if any(r.unset for r in restores.values()):
-                    note += "; no desired version again, as before the rollout"
-                moved = self._move(part, NodeState.ROLLED_BACK)
-            if moved:
-                event(rollout, f"{node.name} rolled back: {note}", node=node, now=now)
-        if stuck:
-            self.finish(
-                rollout,
-                RolloutState.FAILED,
-                f"{rollout.reason}; the rollback did not converge within "
-                f"{rollout.convergence_timeout_s:g} s on {', '.join(stuck)}",
-                now,
-            )
-        elif all(p.state == NodeState.ROLLED_BACK for p in parts):
-            self.finish(rollout, rollout.outcome or RolloutState.ROLLED_BACK, rollout.reason, now)
-
-    def set_back(self, rollout: Rollout, parts: list[RolloutNode], now: datetime) -> None:
-        """Desire again what each node desired before. A kind it desired nothing of is unset
-        at once when there is no old version to return to first (or the agent is not
-        reporting); otherwise the old version is desired, and unset once it runs again."""
-        with transaction.atomic():
-            groups: dict[tuple[int | None, int | None], list[Node]] = defaultdict(list)
-            unsets: dict[str, list[Node]] = defaultdict(list)
-            for part in parts:
-                if not RolloutNode.objects.filter(pk=part.pk, reverted_at=None).update(
-                    reverted_at=now
-                ):
-                    continue
-                part.reverted_at = now
-                fresh = is_fresh(facts_of(part.node), now, self.fresh_s)
-                versions: dict[str, int | None] = {TIER_CONFIG: None, LAUNCH_PROFILE: None}
-                for kind, r in restores_of(part).items():
-                    if r.unset and (r.version is None or not fresh):
-                        unsets[kind].append(part.node)
-                    else:
-                        versions[kind] = r.version
-                groups[(versions[TIER_CONFIG], versions[LAUNCH_PROFILE])].append(part.node)
-            for kind, group in unsets.items():
-                clear_desired(group, [kind], rollout.created_by, f"rolling back {rollout}")
-            for (tier_id, profile_id), group in groups.items():
-                if tier_id is None and profile_id is None:
-                    continue
-                set_desired(
-                    group,
-                    tier_config=_version("TierConfigVersion", tier_id),
-                    launch_profile=_version("LaunchProfileVersion", profile_id),
-                    user=rollout.created_by,
-                    reason=f"rolling back {rollout}",
-                )
-            count = len({n.pk for g in (*groups.values(), *unsets.values()) for n in g})
-            if count:
-                event(rollout, f"previous desired state set again on {count} node(s)", now=now)
-
     # -- end -------------------------------------------------------------------------------
 
     def finish(self, rollout: Rollout, state: str, reason: str, now: datetime) -> None:
@@ -536,14 +400,6 @@ class Executor:
                 before={"state": rollout.state},
                 after={"state": state, "reason": reason},
             )
-
-
-def _version(model_name: str, pk: int | None) -> Any:
-    if pk is None:
-        return None
-    from console.tuning import models
-
-    return getattr(models, model_name).objects.get(pk=pk)
 
 
 def execute(rollout_id: int, **kwargs: Any) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.db.models import QuerySet
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
@@ -202,6 +202,12 @@ def _raise(exc: services.RolloutError) -> None:
     raise ValidationError({exc.field: [exc.message]}) from None
 
 
+_STATE = OpenApiParameter(
+    "state", str, enum=RolloutState.values, description="Only rollouts in this state"
+)
+
+
+@extend_schema_view(list=extend_schema(parameters=[_STATE]))
 class RolloutViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     """Rollouts and rollbacks; reads need viewer, writes operator."""
 
