@@ -183,8 +183,7 @@ class Gateway:
             if sent_priority and ticket.promoted:
                 # Released by the starvation bound: the engine's own priority queue must not
                 # starve it again behind the more urgent requests released after it.
-                payload["priority"] = agent.promoted_priority
-                body = json.dumps(payload).encode()
+                body = engine_body(completion, body, agent.promoted_priority)
             if not stream:
                 # No first-token signal without a stream: count it as started so it does not
                 # hold an awaiting-first-token slot until the whole answer is done.
