@@ -93,8 +93,8 @@ async def test_online_requests_overtake_queued_offline_ones(
 
 async def test_a_full_tier_gets_429_with_retry_after(tight_agent: AgentProcess) -> None:
     await wait_idle(tight_agent)
-    async with httpx.AsyncClient(base_url=tight_agent.url, timeout=30) as client:
-        busy = asyncio.create_task(first_token_at(client, "offline", 300))
+    async with httpx.AsyncClient(base_url=tight_agent.url, timeout=60) as client:
+        busy = asyncio.create_task(first_token_at(client, "offline", 3000))
         await wait_in_flight(tight_agent)
         queued = asyncio.create_task(first_token_at(client, "small", 2))
         await wait_depth(tight_agent, "small", 1)
@@ -131,7 +131,7 @@ async def test_a_client_that_leaves_mid_stream_frees_its_slot(
 async def test_a_client_that_leaves_the_queue_gives_up_its_place(tight_agent: AgentProcess) -> None:
     await wait_idle(tight_agent)
     async with httpx.AsyncClient(base_url=tight_agent.url, timeout=30) as client:
-        busy = asyncio.create_task(first_token_at(client, "offline", 400))
+        busy = asyncio.create_task(first_token_at(client, "offline", 3000))
         await wait_in_flight(tight_agent)
         waiting = asyncio.create_task(client.post(URL, json=body(3), headers=headers("batch")))
         await wait_depth(tight_agent, "batch", 1)
