@@ -137,9 +137,9 @@ def check_kubernetes(problems: list[str]) -> None:
         for entry in listed:
             if not (path.parent / entry).exists():
                 problems.append(f"{where}: {entry} does not exist")
-    listed = set(yaml.safe_load((BASE / "kustomization.yaml").read_text())["resources"])
+    resources = set(yaml.safe_load((BASE / "kustomization.yaml").read_text())["resources"])
     for path in BASE.glob("*.yaml"):
-        if path.name not in listed | NOT_RESOURCES:
+        if path.name not in resources | NOT_RESOURCES:
             problems.append(f"docker/k8s/base: {path.name} is not in kustomization.yaml")
 
 
