@@ -123,11 +123,13 @@ class Connection:
     def _readable(self) -> None:
         # Peek first, then read in pieces that each end where an event (or TLS record) ends:
         # each piece carries the time of its own last segment (receive.py).
-        if self.tx_stamps:
+        if self.tx_stamps and self._tx_kernel is None:
             self._take_tx_stamps()
         try:
             queued, anc, _flags, _addr = self.sock.recvmsg(READ_SIZE, ANC_SIZE, socket.MSG_PEEK)
         except (BlockingIOError, InterruptedError):
+            if self.tx_stamps:
+                self._take_tx_stamps()  # woken by the error queue alone (a later send's time)
             return
         except OSError as exc:
             self._read_failed(exc)
@@ -147,15 +149,24 @@ class Connection:
         else:
             sizes = event_reads(queued, self._tail)
             self._tail = queued[-KEEP_TAIL:]
+        left = len(queued)
         for size in sizes:
             try:
-                data, anc, _flags, _addr = self.sock.recvmsg(size, ANC_SIZE)
+                if size == left:
+                    # The last piece ends in the newest segment peeked: its time is the peek's.
+                    data, kernel = self.sock.recv(size), peeked
+                else:
+                    data, anc, _flags, _addr = self.sock.recvmsg(size, ANC_SIZE)
+                    kernel = _kernel_time(anc)
+                    if kernel is not None and peeked is not None and kernel >= peeked:
+                        # This piece ended in the newest segment, so does all that is left:
+                        # one read for the rest, with that segment's time.
+                        kernel = peeked
+                        data += self.sock.recv(left - size)
             except OSError as exc:
                 self._read_failed(exc)
                 return
-            kernel = _kernel_time(anc)
-            if kernel is not None and peeked is not None:
-                kernel = min(kernel, peeked)
+            left -= len(data)
             self._stamp = self.clock.place(kernel, now, offset, self._sent)
             if self._first_stamp is None:
                 self._first_stamp = self._stamp
@@ -165,8 +176,8 @@ class Connection:
                     self._feed(plain)
             else:
                 self._feed(data)
-            if self.closed or self._parser is None:
-                return  # failed, stopped, or the response is complete
+            if self.closed or self._parser is None or not left:
+                return  # failed, stopped, the response complete, or all read
 
     def _take_tx_stamps(self) -> None:
         """Drain the error queue, keeping the latest transmit time (the request's last byte:

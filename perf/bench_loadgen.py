@@ -143,8 +143,8 @@ async def _client_cost(kind: str, url: str, streams: int, rounds: int) -> dict[s
         return total
 
     cpu0, wall0 = time.process_time(), time.perf_counter()
-    if kind == "wire":
-        pool = Pool()
+    if kind.startswith("wire"):
+        pool = Pool(split_reads=kind == "wire")
         try:
             tokens = await drive(lambda: _wire_stream(pool, url))
         finally:
@@ -175,7 +175,7 @@ def bench_clients(quick: bool) -> None:
     with Server("--ttft-ms", "20", "--itl-ms", "5") as server:
         url = f"{server.base}/v1/chat/completions"
         for streams in (16, 96):
-            for kind in ("wire", "aiohttp", "httpx"):
+            for kind in ("wire-one-read", "wire", "aiohttp", "httpx", "wire", "wire-one-read"):
                 emit(asyncio.run(_client_cost(kind, url, streams, 1 if quick else 2)))
 
 
