@@ -51,8 +51,8 @@ sys.path.insert(0, str(ROOT))
 from gpu_agent.sim.testing import run_sim_process  # noqa: E402
 from loadgen import WorkloadSpec, run_workload  # noqa: E402
 from loadgen.client import _StreamState  # noqa: E402
+from loadgen.pool import Pool  # noqa: E402
 from loadgen.sse import SSEDecoder  # noqa: E402
-from loadgen.wire import Pool  # noqa: E402
 
 
 class Server:
@@ -271,7 +271,7 @@ def _capture_run(starved: bool, split_reads: bool, quick: bool) -> dict[str, Any
 
     import loadgen.runner as runner_module
     from loadgen import capture
-    from loadgen.wire import Pool as WirePool
+    from loadgen.pool import Pool as WirePool
 
     cores = sorted(os.sched_getaffinity(0))
     server_cores, client_cores = {cores[0]}, {cores[-1]}

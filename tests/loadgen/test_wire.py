@@ -23,9 +23,9 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from loadgen.client import send_request
+from loadgen.pool import Pool
 from loadgen.prompts import PlannedRequest
 from loadgen.receive import KernelClock, TlsRecords, event_reads
-from loadgen.wire import Pool
 from tests.loadgen.test_streams import chunk
 
 HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
