@@ -4,6 +4,7 @@ error)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django.contrib import messages
@@ -132,6 +133,7 @@ def node_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "keys": GatewayKey.objects.for_node(node),
             "is_admin": has_role(request.user, ADMIN),
             "can_operate": has_role(request.user, OPERATOR),
+            "running_flags": json.dumps((node.engine or {}).get("args") or {}, indent=2),
         },
     )
 
