@@ -93,8 +93,9 @@ async def test_online_requests_overtake_queued_offline_ones(
 
 async def test_a_full_tier_gets_429_with_retry_after(tight_agent: AgentProcess) -> None:
     await wait_idle(tight_agent)
-    async with httpx.AsyncClient(base_url=tight_agent.url, timeout=60) as client:
-        busy = asyncio.create_task(first_token_at(client, "offline", 3000))
+    async with httpx.AsyncClient(base_url=tight_agent.url, timeout=30) as client:
+        # Seconds at the engine (its slot is back when the engine ends, not the client).
+        busy = asyncio.create_task(first_token_at(client, "offline", 4000))
         await wait_in_flight(tight_agent)
         queued = asyncio.create_task(first_token_at(client, "small", 2))
         await wait_depth(tight_agent, "small", 1)
@@ -102,7 +103,9 @@ async def test_a_full_tier_gets_429_with_retry_after(tight_agent: AgentProcess) 
         assert response.status_code == 429
         assert int(response.headers["retry-after"]) >= 1
         assert response.json()["error"]["code"] == "queue_full"
-        await asyncio.gather(busy, queued)
+        busy.cancel()
+        await queued
+    await wait_idle(tight_agent)
 
 
 async def test_a_client_that_leaves_mid_stream_frees_its_slot(
@@ -131,7 +134,7 @@ async def test_a_client_that_leaves_mid_stream_frees_its_slot(
 async def test_a_client_that_leaves_the_queue_gives_up_its_place(tight_agent: AgentProcess) -> None:
     await wait_idle(tight_agent)
     async with httpx.AsyncClient(base_url=tight_agent.url, timeout=30) as client:
-        busy = asyncio.create_task(first_token_at(client, "offline", 3000))
+        busy = asyncio.create_task(first_token_at(client, "offline", 4000))
         await wait_in_flight(tight_agent)
         waiting = asyncio.create_task(client.post(URL, json=body(3), headers=headers("batch")))
         await wait_depth(tight_agent, "batch", 1)
@@ -143,7 +146,8 @@ async def test_a_client_that_leaves_the_queue_gives_up_its_place(tight_agent: Ag
             await asyncio.sleep(0.02)
         assert status["tiers"]["batch"]["depth"] == 0
         assert status["tiers"]["batch"]["cancelled"] == 1
-        await busy
+        busy.cancel()
+    await wait_idle(tight_agent)
 
 
 def test_it_serves_a_sse_stream_unchanged(tight_agent: AgentProcess) -> None:
