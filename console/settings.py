@@ -239,6 +239,10 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "console.core.schema.bound_ids",
+    ],
 }
 # Choice sets whose field names ("kind", "mode") other apps use too: name them once.
 SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"] = {

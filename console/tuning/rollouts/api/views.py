@@ -16,6 +16,7 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from console.core.fields import IdRelatedField
 from console.core.roles import OPERATOR
 from console.fleet.choices import NodeStatus
 from console.fleet.models import Node
@@ -129,13 +130,13 @@ class RolloutDetailSerializer(RolloutSerializer):
 
 
 class RolloutCreateSerializer(serializers.Serializer):
-    tier_config = serializers.PrimaryKeyRelatedField(
+    tier_config = IdRelatedField(
         queryset=TierConfigVersion.objects.all(),
         required=False,
         allow_null=True,
         help_text="Tier config version to roll out (this and/or launch_profile).",
     )
-    launch_profile = serializers.PrimaryKeyRelatedField(
+    launch_profile = IdRelatedField(
         queryset=LaunchProfileVersion.objects.all(),
         required=False,
         allow_null=True,
@@ -144,7 +145,7 @@ class RolloutCreateSerializer(serializers.Serializer):
     node_selection = serializers.ChoiceField(
         choices=NodeSelection.choices, default=NodeSelection.ALL
     )
-    nodes = serializers.PrimaryKeyRelatedField(
+    nodes = IdRelatedField(
         queryset=Node.objects.all(),
         many=True,
         required=False,
