@@ -248,6 +248,7 @@ SPECTACULAR_SETTINGS = {
 SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"] = {
     "EndpointKindEnum": "console.fleet.choices.EndpointKind",
     "NodeModeEnum": "console.fleet.choices.NodeMode",
+    "NodeStatusEnum": "console.fleet.choices.NodeStatus",
     "RolloutKindEnum": "console.tuning.rollouts.choices.RolloutKind",
     "RolloutStateEnum": "console.tuning.rollouts.choices.RolloutState",
     "RolloutNodeStateEnum": "console.tuning.rollouts.choices.NodeState",
