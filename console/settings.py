@@ -277,11 +277,16 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "console.core.schema.bound_ids",
+    ],
 }
 # Choice sets whose field names ("kind", "mode") other apps use too: name them once.
 SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"] = {
     "EndpointKindEnum": "console.fleet.choices.EndpointKind",
     "NodeModeEnum": "console.fleet.choices.NodeMode",
+    "NodeStatusEnum": "console.fleet.choices.NodeStatus",
     "RolloutKindEnum": "console.tuning.rollouts.choices.RolloutKind",
     "RolloutStateEnum": "console.tuning.rollouts.choices.RolloutState",
     "RolloutNodeStateEnum": "console.tuning.rollouts.choices.NodeState",

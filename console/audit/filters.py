@@ -8,19 +8,28 @@ from datetime import datetime
 from django.db.models import QuerySet
 from django.utils.dateparse import parse_datetime
 
+from console.audit.choices import Action
 from console.audit.models import AuditEvent
 
 FILTER_FIELDS = ("actor", "action", "object_type", "object_id", "since", "until")
 
 
 class FilterError(ValueError):
-    pass
+    """`field` names the parameter; str() is "field: message" for pages."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
 
 
 def _when(name: str, value: str) -> datetime:
-    parsed = parse_datetime(value)
+    try:
+        parsed = parse_datetime(value)
+    except ValueError:  # well-formed but impossible, e.g. month 13
+        parsed = None
     if parsed is None:
-        raise FilterError(f"{name}: not an ISO 8601 date-time: {value!r}")
+        raise FilterError(name, f"not an ISO 8601 date-time: {value!r}")
     return parsed
 
 
@@ -29,6 +38,8 @@ def filter_events(params: Mapping[str, str]) -> QuerySet[AuditEvent]:
     if params.get("actor"):
         qs = qs.filter(actor_name=params["actor"])
     if params.get("action"):
+        if params["action"] not in Action.values:
+            raise FilterError("action", f"must be one of {', '.join(Action.values)}")
         qs = qs.filter(action=params["action"])
     if params.get("object_type"):
         qs = qs.filter(object_type=params["object_type"])

@@ -22,6 +22,7 @@ records a plaintext secret except the one-time `token` / `key` a creator must se
 
 from __future__ import annotations
 
+import contextlib
 import shlex
 from collections.abc import Iterable
 from typing import Any
@@ -128,15 +129,24 @@ def update_endpoint(
 
 
 def delete_endpoint(endpoint: Endpoint, user: Any, request: HttpRequest | None = None) -> None:
-    with transaction.atomic():
-        record(
-            action=Action.DELETE,
-            obj=endpoint,
-            before=endpoint.audit_dict(),
-            user=user,
-            request=request,
-        )
-        endpoint.delete()
+    """Delete the endpoint; refused (FleetError, nothing written) while benchmark runs refer
+    to it: they keep their record of what they measured."""
+    try:
+        with transaction.atomic():
+            record(
+                action=Action.DELETE,
+                obj=endpoint,
+                before=endpoint.audit_dict(),
+                user=user,
+                request=request,
+            )
+            endpoint.delete()
+    except ProtectedError as exc:
+        raise FleetError(
+            "endpoint",
+            f"{endpoint.name} is used by {len(exc.protected_objects)} benchmark run(s), which "
+            "keep it for their record; it cannot be deleted",
+        ) from None
 
 
 def set_endpoint_models(
@@ -286,11 +296,9 @@ def delete_node(node: Node, user: Any, request: HttpRequest | None = None) -> No
         ):
             revoke_gateway_key(key, user, request)
         for endpoint in Endpoint.objects.filter(node=node, kind=EndpointKind.GATEWAY):
-            try:
-                with transaction.atomic():
-                    delete_endpoint(endpoint, user, request)
-            except ProtectedError:
-                pass
+            # Kept, unlinked, while benchmark runs refer to it.
+            with contextlib.suppress(FleetError):
+                delete_endpoint(endpoint, user, request)
         node.delete()
 
 

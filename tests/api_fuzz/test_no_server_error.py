@@ -15,10 +15,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from rest_framework.authtoken.models import Token
 
 SEED = 20261201
-MAX_EXAMPLES = 15
+MAX_EXAMPLES = 10
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -54,15 +55,34 @@ def _seed(admin: Any) -> dict[str, int]:
     }
 
 
+# fetch-models answers 502 when the endpoint's server fails (documented in the schema: the
+# upstream's failure, not the console's); the seeded endpoint points at a closed port.
+FETCH_MODELS = (
+    "[[operations]]\n"
+    'include-name = "POST /api/v1/endpoints/{{id}}/fetch-models/"\n'
+    'parameters = {{ "path.id" = {pk} }}\n'
+    'checks.not_a_server_error.expected-statuses = ["2xx", "3xx", "4xx", "502"]\n'
+)
+
+
 def _config(ids: dict[str, int]) -> str:
-    blocks = [
+    blocks = [FETCH_MODELS.format(pk=ids["endpoints"])] + [
         f'[[operations]]\ninclude-path-regex = "^/api/v1/{prefix}/\\\\{{id\\\\}}/"\n'
         f'parameters = {{ "path.id" = {pk} }}\n'
         for prefix, pk in ids.items()
     ]
-    return "\n".join(blocks)
+    # Unexpected HTTP methods (405s, DRF's own) are left out of the coverage phase: time.
+    # Learning ids from responses is off: the Kubernetes YAML (two documents) breaks
+    # schemathesis' response reader, and the ids are given above.
+    phases = (
+        "[phases.coverage]\nunexpected-methods = []\n"
+        "[phases.coverage.extra-data-sources]\nresponses = false\n"
+        "[phases.fuzzing.extra-data-sources]\nresponses = false\n"
+    )
+    return "\n".join([phases, *blocks])
 
 
+@pytest.mark.timeout(1500)
 def test_no_input_makes_the_api_answer_a_server_error(
     live_server: Any, admin_user: Any, tmp_path: Path
 ) -> None:

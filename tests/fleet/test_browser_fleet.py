@@ -75,3 +75,41 @@ def test_an_idle_nodes_chart_fits_its_card_and_starts_at_zero(
     # The queue-depth panel's axis (the third) runs from 0, not from -1.
     low = page.evaluate("document.getElementById('node-chart')._fullLayout.yaxis3.range[0]")
     assert low == 0
+
+
+def test_an_operator_acknowledges_an_error_and_unsets_a_version_after_confirming(
+    transactional_db: None, operator: Any, browser_page: Any
+) -> None:
+    from console.fleet.models import Node
+    from console.tuning.services import create_tier_config
+    from tests.fleet.fleet_helpers import SEED_TIERS
+
+    page = browser_page
+    node, token = services.create_node("gpu-ack-01", [], None)
+    version = create_tier_config(name="seed", config=SEED_TIERS, message="v1")
+    services.set_desired([node], tier_config=version, reason="test")
+    error = {"version": version.pk, "error": "queues.online.priority: refused"}
+    post_beat(Client(), token, beat(apply_errors={"tier_config": error}))
+    dialogs: list[str] = []
+
+    def answer(dialog: Any) -> None:
+        dialogs.append(dialog.message)
+        # The first question is dismissed: nothing may happen without a yes.
+        if len(dialogs) == 1:
+            dialog.dismiss()
+        else:
+            dialog.accept()
+
+    page.on("dialog", answer)
+    sign_in(page, operator.username)
+    page.goto(f"/fleet/nodes/{node.pk}/")
+    assert "degraded" in page.inner_text("#node-status")
+    page.click("#acknowledge-tier_config")
+    assert Node.objects.get(pk=node.pk).acknowledged_errors == {}  # dismissed: nothing done
+    page.click("#acknowledge-tier_config")
+    page.wait_for_selector("#node-status .badge.healthy")
+    assert "Acknowledge this tier_config apply error" in dialogs[0]
+    page.click("#unset-tier_config")
+    page.wait_for_function("!document.querySelector('#unset-tier_config')")
+    assert "Unset the desired tier config of gpu-ack-01?" in dialogs[-1]
+    assert Node.objects.get(pk=node.pk).desired_tier_config_id is None

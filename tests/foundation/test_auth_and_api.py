@@ -124,7 +124,10 @@ def test_audit_page_filters_and_rejects_bad_dates(operator: Any) -> None:
     assert b"demo.thing" in client.get("/audit/?action=create").content
     assert b"not an ISO 8601" in client.get("/audit/?since=yesterday").content
     api = client.get("/api/v1/audit-events/?since=yesterday")
-    assert api.status_code == 400 and "since" in api.json()["filter"][0]
+    assert api.status_code == 400 and "ISO 8601" in api.json()["since"][0]
+    bad = client.get("/api/v1/audit-events/?action=explode")
+    assert bad.status_code == 400 and "action" in bad.json()
+    assert client.get("/api/v1/audit-events/?until=2026-13-45T99:00").status_code == 400
 
 
 def test_only_the_current_section_is_marked_active_in_the_nav(operator: Any) -> None:

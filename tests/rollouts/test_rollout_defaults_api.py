@@ -127,3 +127,25 @@ def test_a_rollout_page_shows_each_node_as_the_fleet_page_does(
     api_node = client.get(f"/api/v1/rollouts/{rollout.pk}/").json()["nodes"][0]
     assert api_node["state"] == "healthy" and api_node["node_status"] == "degraded"
     assert client.get(f"/api/v1/nodes/{setup['live'].pk}/").json()["status"] == "degraded"
+
+
+def test_the_api_previews_which_targets_are_stale(
+    api: Any, viewer: Any, setup: dict[str, Any]
+) -> None:
+    client = api(viewer)
+    r = client.get("/api/v1/rollouts/targets/")
+    assert r.status_code == 200, r.content
+    assert {t["name"]: (t["status"], t["stale"]) for t in r.json()} == {
+        "ghost": ("new", True),
+        "live": ("healthy", False),
+    }
+    one = client.get(f"/api/v1/rollouts/targets/?node_selection=nodes&nodes={setup['live'].pk}")
+    assert [t["name"] for t in one.json()] == ["live"]
+    for query, field in (
+        ("node_selection=nodes&nodes=%D9%A3", "nodes"),
+        ("node_selection=nodes", "nodes"),
+        ("node_selection=label&label=nowhere", "label"),
+        ("node_selection=everything", "node_selection"),
+    ):
+        bad = client.get(f"/api/v1/rollouts/targets/?{query}")
+        assert bad.status_code == 400 and field in bad.json(), (query, bad.content)

@@ -106,7 +106,8 @@ def test_detail_diffs_against_a_chosen_version(
         client_for(viewer).get(f"/tuning/tier-configs/{v1.pk}/?against={other.pk}").content.decode()
     )
     assert "scheduler.queues.offline" in html and 'tr class="added"' in html
-    assert client_for(viewer).get(f"/tuning/tier-configs/{v1.pk}/?against=x").status_code == 400
+    bad = client_for(viewer).get(f"/tuning/tier-configs/{v1.pk}/?against=x")
+    assert bad.status_code == 400 and b"against: must be an id" in bad.content
 
 
 def test_the_first_version_has_an_empty_diff_table(viewer: Any, tier_versions: Any) -> None:

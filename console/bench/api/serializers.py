@@ -9,6 +9,7 @@ from console.bench import services
 from console.bench.choices import Preset
 from console.bench.models import BenchmarkRun, RequestSample, RunSeries
 from console.bench.presets import PRESETS, preset_workload
+from console.core.fields import IdRelatedField
 from console.fleet.models import Endpoint
 from loadgen import SpecError, from_seed003_settings
 
@@ -28,7 +29,7 @@ class BenchmarkRunSerializer(serializers.ModelSerializer):
 
     url = serializers.HyperlinkedIdentityField(view_name="benchmarkrun-detail")
     display = serializers.CharField(read_only=True)
-    endpoint = serializers.PrimaryKeyRelatedField(queryset=Endpoint.objects.all())
+    endpoint = IdRelatedField(queryset=Endpoint.objects.all())
     endpoint_name = serializers.CharField(source="endpoint.name", read_only=True)
     created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
     progress = ProgressSerializer(source="*", read_only=True)

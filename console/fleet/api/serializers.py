@@ -9,6 +9,7 @@ from django.db import transaction
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from console.core.fields import IdRelatedField
 from console.fleet import services
 from console.fleet.choices import EndpointKind
 from console.fleet.models import Endpoint, GatewayKey, Node
@@ -44,6 +45,7 @@ class _AuditContext:
 
 
 class EndpointSerializer(_AuditContext, serializers.ModelSerializer):
+    serializer_related_field = IdRelatedField
     url = serializers.HyperlinkedIdentityField(view_name="endpoint-detail")
     display = serializers.CharField(source="__str__", read_only=True)
     api_key = serializers.CharField(
@@ -124,6 +126,7 @@ class DoctorResultSerializer(serializers.Serializer):
 
 
 class NodeSerializer(_AuditContext, serializers.ModelSerializer):
+    serializer_related_field = IdRelatedField
     url = serializers.HyperlinkedIdentityField(view_name="node-detail")
     display = serializers.CharField(source="__str__", read_only=True)
     labels = LabelsField(required=False)
@@ -236,7 +239,7 @@ class GatewayKeySerializer(_AuditContext, serializers.ModelSerializer):
     tiers = serializers.ListField(
         child=serializers.CharField(max_length=50), allow_empty=False, max_length=20
     )
-    nodes = serializers.PrimaryKeyRelatedField(
+    nodes = IdRelatedField(
         queryset=Node.objects.all(),
         many=True,
         required=False,

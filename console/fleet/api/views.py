@@ -10,7 +10,7 @@ from drf_spectacular.utils import OpenApiResponse, extend_schema
 from pydantic import ValidationError as PydanticError
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import ParseError, ValidationError
+from rest_framework.exceptions import APIException, ParseError, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -35,6 +35,12 @@ from console.fleet.models import Endpoint, GatewayKey, Node
 from console.fleet.schemas import MAX_BODY_BYTES, HeartbeatIn, HeartbeatOut, error_fields
 
 
+class InUse(APIException):
+    status_code = status.HTTP_409_CONFLICT
+    default_detail = "In use."
+    default_code = "in_use"
+
+
 def console_url(request: Request) -> str:
     return request.build_absolute_uri("/").rstrip("/")
 
@@ -45,7 +51,10 @@ class EndpointViewSet(viewsets.ModelViewSet):
     required_role = ADMIN
 
     def perform_destroy(self, instance: Endpoint) -> None:
-        services.delete_endpoint(instance, self.request.user, self.request)
+        try:
+            services.delete_endpoint(instance, self.request.user, self.request)
+        except services.FleetError as exc:
+            raise InUse({exc.field: [exc.message]}) from None
 
     @extend_schema(request=None, responses={200: EndpointSerializer, 502: DoctorResultSerializer})
     @action(detail=True, methods=["post"], url_path="fetch-models")

@@ -90,7 +90,11 @@ def endpoint_edit(request: HttpRequest, pk: int | None = None) -> HttpResponse:
 def endpoint_delete(request: HttpRequest, pk: int) -> HttpResponse:
     require_role(request, ADMIN)
     endpoint = get_object_or_404(Endpoint, pk=pk)
-    services.delete_endpoint(endpoint, request.user, request)
+    try:
+        services.delete_endpoint(endpoint, request.user, request)
+    except services.FleetError as exc:
+        messages.error(request, exc.message)
+        return redirect("fleet:endpoint-detail", pk=pk)
     messages.success(request, f"Endpoint {endpoint.name} deleted.")
     return redirect("fleet:endpoint-list")
 

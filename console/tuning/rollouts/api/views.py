@@ -16,6 +16,8 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from console.core.fields import IdRelatedField
+from console.core.ids import parse_id
 from console.core.roles import OPERATOR
 from console.fleet.choices import NodeStatus
 from console.fleet.models import Node
@@ -23,6 +25,7 @@ from console.tuning.models import LaunchProfileVersion, TierConfigVersion
 from console.tuning.rollouts import services
 from console.tuning.rollouts.choices import NodeSelection, RolloutState, StaleTargets
 from console.tuning.rollouts.models import Rollout, RolloutEvent, RolloutNode
+from console.tuning.rollouts.targets import resolve_nodes, stale_or_unseen
 
 
 class RolloutNodeSerializer(serializers.ModelSerializer):
@@ -129,13 +132,13 @@ class RolloutDetailSerializer(RolloutSerializer):
 
 
 class RolloutCreateSerializer(serializers.Serializer):
-    tier_config = serializers.PrimaryKeyRelatedField(
+    tier_config = IdRelatedField(
         queryset=TierConfigVersion.objects.all(),
         required=False,
         allow_null=True,
         help_text="Tier config version to roll out (this and/or launch_profile).",
     )
-    launch_profile = serializers.PrimaryKeyRelatedField(
+    launch_profile = IdRelatedField(
         queryset=LaunchProfileVersion.objects.all(),
         required=False,
         allow_null=True,
@@ -144,7 +147,7 @@ class RolloutCreateSerializer(serializers.Serializer):
     node_selection = serializers.ChoiceField(
         choices=NodeSelection.choices, default=NodeSelection.ALL
     )
-    nodes = serializers.PrimaryKeyRelatedField(
+    nodes = IdRelatedField(
         queryset=Node.objects.all(),
         many=True,
         required=False,
@@ -196,6 +199,20 @@ class RolloutCreateSerializer(serializers.Serializer):
         help_text="Default: the most urgent tier of the tier config rolled out.",
     )
     message = serializers.CharField(required=False, allow_blank=True, max_length=500)
+
+
+class TargetSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    status = serializers.ChoiceField(choices=NodeStatus.choices)
+    stale = serializers.BooleanField(help_text="Stale or never seen: left out by default")
+
+
+_TARGET_QUERY = [
+    OpenApiParameter("node_selection", str, enum=NodeSelection.values, default="all"),
+    OpenApiParameter("label", str, description="With node_selection=label."),
+    OpenApiParameter("nodes", str, description="With node_selection=nodes: ids, comma-separated."),
+]
 
 
 def _raise(exc: services.RolloutError) -> None:
@@ -252,6 +269,26 @@ class RolloutViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.
         except services.RolloutError as exc:
             _raise(exc)
         return self._detail(rollout, status.HTTP_201_CREATED)
+
+    @extend_schema(parameters=_TARGET_QUERY, responses=TargetSerializer(many=True))
+    @action(detail=False, methods=["get"], pagination_class=None)
+    def targets(self, request: Request) -> Response:
+        """The nodes a selection names, each with its status and whether it is stale or never
+        seen (what a rollout leaves out by default): check before starting one."""
+        params = request.query_params
+        selection = params.get("node_selection") or NodeSelection.ALL
+        raw_nodes = [n for n in (params.get("nodes") or "").split(",") if n]
+        try:
+            ids = [parse_id(n, "nodes") for n in raw_nodes]
+            nodes = resolve_nodes(selection, ids, params.get("label", ""))
+        except services.RolloutError as exc:
+            _raise(exc)
+        stale = {n.pk for n in stale_or_unseen(nodes)}
+        data = [
+            {"id": n.pk, "name": n.name, "status": n.status(), "stale": n.pk in stale}
+            for n in nodes
+        ]
+        return Response(TargetSerializer(data, many=True).data)
 
     @extend_schema(request=None, responses={200: RolloutDetailSerializer})
     @action(detail=True, methods=["post"])
