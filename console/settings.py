@@ -120,6 +120,12 @@ def _read_environment() -> _Config:
         "task_time_limit": env_int("TIERGATE_TASK_TIME_LIMIT", 3600, minimum=10),
         "telemetry_retention_hours": env_int("TIERGATE_TELEMETRY_RETENTION_HOURS", 24, minimum=1),
         "log_level": env_str("TIERGATE_LOG_LEVEL", "INFO").upper(),
+        # Mirror every config version to this Git repository (console/tuning/gitmirror.py).
+        "git_mirror": env_str("TIERGATE_GIT_MIRROR", ""),
+        "git_mirror_push": env_str("TIERGATE_GIT_MIRROR_PUSH", ""),
+        # The Celery queue of the mirror task (default: the default queue); with several
+        # workers, route it to the one that holds the repository.
+        "git_mirror_queue": env_str("TIERGATE_GIT_MIRROR_QUEUE", ""),
     }
 
 
@@ -132,6 +138,9 @@ DEBUG = _cfg["debug"]
 ALLOWED_HOSTS = _cfg["allowed_hosts"]
 CSRF_TRUSTED_ORIGINS = _cfg["csrf_trusted"]
 TIERGATE_TELEMETRY_RETENTION_HOURS = _cfg["telemetry_retention_hours"]
+TIERGATE_GIT_MIRROR = _cfg["git_mirror"]
+TIERGATE_GIT_MIRROR_PUSH = _cfg["git_mirror_push"]
+TIERGATE_GIT_MIRROR_QUEUE = _cfg["git_mirror_queue"]
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -150,6 +159,7 @@ INSTALLED_APPS = [
     "console.tuning",
     "console.fleet",
     "console.bench.apps.BenchConfig",
+    "console.playground",
 ]
 
 MIDDLEWARE = [
@@ -161,6 +171,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "console.core.middleware.IdErrorMiddleware",
 ]
 
 ROOT_URLCONF = "console.urls"

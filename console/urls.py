@@ -28,6 +28,7 @@ urlpatterns = [
     path("tuning/", include("console.tuning.urls")),
     path("fleet/", include("console.fleet.urls")),
     path("benchmarks/", include("console.bench.urls")),
+    path("playground/", include("console.playground.urls")),
     path("api/v1/", include(api_v1)),
     path("admin/", admin.site.urls),
 ]

@@ -19,7 +19,7 @@ from prometheus_client import CollectorRegistry
 from gpu_agent import __version__
 from gpu_agent.config import AgentOptions
 from gpu_agent.keys import GatewayKey, KeysError, KeyStore, load_keys_file
-from gpu_agent.metrics import AgentCollector, GatewayMetrics
+from gpu_agent.metrics import AgentCollector, ControlCollector, GatewayMetrics
 from gpu_agent.nvml import NvmlReader
 from gpu_agent.supervisor import EngineStartError, EngineSupervisor
 from gpu_agent.telemetry import Telemetry
@@ -80,7 +80,11 @@ class Agent:
         self.registry = CollectorRegistry()
         self.metrics = GatewayMetrics(self.registry)
         self.telemetry = Telemetry(
-            lambda: self.engine_url, self.driver.stats, self.metrics.interval, nvml=nvml
+            lambda: self.engine_url,
+            self.driver.stats,
+            self.metrics.interval,
+            nvml=nvml,
+            on_engine=self._engine_figures,
         )
         self.applied: dict[str, int | None] = {TIER_CONFIG: None, LAUNCH_PROFILE: None}
         self.apply_errors: dict[str, dict[str, Any]] = {}
@@ -93,6 +97,7 @@ class Agent:
                 self.engine_health,
             )
         )
+        self.registry.register(ControlCollector(lambda: self.apply_errors, self._heartbeat_state))
         # Which engine run (telemetry.engine_ups) refused `priority`; see engine_refuses_priority.
         self._priority_refused_by: int | None = None
         self._session: aiohttp.ClientSession | None = None
@@ -135,12 +140,31 @@ class Agent:
         return True
 
     @property
+    def promoted_priority(self) -> int:
+        """The engine priority of a request released by the starvation bound: the most
+        urgent tier's."""
+        queues = self.config.scheduler.queues
+        return queues[self.config.tiers_by_urgency()[0]].priority
+
+    def _engine_figures(self, engine: dict[str, Any]) -> None:
+        # The engine's own queue length feeds the adaptive awaiting-first-token limit.
+        waiting = engine.get("waiting")
+        if isinstance(waiting, int):
+            self.driver.engine_waiting(waiting)
+
+    @property
     def default_max_in_flight(self) -> int:
         if self.supervisor is not None:
             seqs = self.supervisor.args.get("max_num_seqs")
             if isinstance(seqs, int) and seqs > 0:
                 return seqs
         return DEFAULT_MAX_IN_FLIGHT  # DESIGN.md 3.1: the launch profile's max_num_seqs unknown
+
+    def _heartbeat_state(self) -> tuple[float | None, int] | None:
+        """(last accepted heartbeat's unix time, failures since) in console mode, else None."""
+        if self.reconciler is None:
+            return None
+        return self.reconciler.last_success_unix, self.reconciler.failures
 
     def engine_health(self) -> str:
         if self.supervisor is not None and self.supervisor.state != "ok":
@@ -236,13 +260,21 @@ class Agent:
         detail = self.supervisor.detail if self.supervisor is not None else ""
         return {"gateway": "ok", "engine": self.engine_health(), "detail": detail}
 
+    @property
+    def engine_report(self) -> dict[str, Any] | None:
+        """The managed engine's version and accepted arguments (gpu_agent.engine_report)."""
+        return self.supervisor.report if self.supervisor is not None else None
+
     def engine_info(self) -> dict[str, Any]:
         models = self.telemetry.models
+        report = self.engine_report
         return {
             "url": self.engine_url,
             "model": models[0] if models else None,
             "simulated": self.telemetry.simulated,
             "args": self.supervisor.args if self.supervisor is not None else {},
+            "version": report.get("version") if report else None,
+            "report_digest": report["digest"] if report else None,
         }
 
     def status(self) -> dict[str, Any]:
@@ -272,6 +304,8 @@ class Agent:
             "tiers": tiers,
             "in_flight": stats.in_flight,
             "max_in_flight": stats.max_in_flight,
+            "awaiting_limit": stats.max_awaiting_first_token,
+            "awaiting_limit_adaptive": stats.awaiting_limit_adaptive,
             "engine": {
                 **self.engine_info(),
                 "pid": self.supervisor.pid if self.supervisor else None,

@@ -20,6 +20,13 @@ from urllib.parse import urlsplit
 from gpu_agent.state import default_state_dir
 
 DEFAULT_MAX_BODY_BYTES = 1 << 20
+# A client that reads nothing for this long while its response waits is cut off (nginx's
+# send_timeout has the same default).
+DEFAULT_CLIENT_WRITE_TIMEOUT_S = 60.0
+# What the gateway holds for clients that read slower than the engine writes, per stream and
+# in all (a 60,000-token answer is about 9 MiB of SSE); past it, reading the engine waits.
+DEFAULT_CLIENT_BUFFER_BYTES = 16 << 20
+DEFAULT_CLIENT_BUFFER_TOTAL_BYTES = 256 << 20
 
 
 @dataclass(frozen=True)
@@ -40,6 +47,9 @@ class AgentOptions:
     upstream_connect_timeout_s: float = 5.0
     upstream_read_timeout_s: float = 600.0
     upstream_pool_size: int = 1024
+    client_write_timeout_s: float = DEFAULT_CLIENT_WRITE_TIMEOUT_S
+    client_buffer_bytes: int = DEFAULT_CLIENT_BUFFER_BYTES
+    client_buffer_total_bytes: int = DEFAULT_CLIENT_BUFFER_TOTAL_BYTES
     heartbeat_backoff_max_s: float = 30.0
     advertise_url: str | None = None
 
@@ -139,6 +149,25 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--upstream-pool-size", type=_positive_int, default=1024)
     parser.add_argument(
+        "--client-write-timeout",
+        type=_positive_float,
+        default=DEFAULT_CLIENT_WRITE_TIMEOUT_S,
+        metavar="SECONDS",
+        help="end a streaming client that reads nothing for this long (default 60)",
+    )
+    parser.add_argument(
+        "--client-buffer-bytes",
+        type=_positive_int,
+        default=DEFAULT_CLIENT_BUFFER_BYTES,
+        help="bytes held per stream for a client slower than the engine (default 16 MiB)",
+    )
+    parser.add_argument(
+        "--client-buffer-total-bytes",
+        type=_positive_int,
+        default=DEFAULT_CLIENT_BUFFER_TOTAL_BYTES,
+        help="bytes held for slow clients over all streams (default 256 MiB)",
+    )
+    parser.add_argument(
         "--heartbeat-backoff-max", type=_positive_float, default=30.0, metavar="SECONDS"
     )
     parser.add_argument(
@@ -185,6 +214,9 @@ def parse_args(argv: list[str] | None = None) -> AgentOptions:
         engine_start_timeout_s=ns.engine_start_timeout,
         upstream_read_timeout_s=ns.upstream_read_timeout,
         upstream_pool_size=ns.upstream_pool_size,
+        client_write_timeout_s=ns.client_write_timeout,
+        client_buffer_bytes=ns.client_buffer_bytes,
+        client_buffer_total_bytes=ns.client_buffer_total_bytes,
         heartbeat_backoff_max_s=ns.heartbeat_backoff_max,
         advertise_url=ns.advertise_url.rstrip("/") if ns.advertise_url else None,
     )

@@ -3,9 +3,11 @@ handler, no framework in between.
 
 Per request: read the body (size-limited), one SHA-256 for the key, pick the tier, parse the
 JSON once (model check, token estimate, vLLM `priority`), wait for the scheduler's release,
-then relay the engine's response. A stream is relayed chunk by chunk as aiohttp hands the bytes
-over, never re-framed; the only look at its bytes is a regex for the first content delta (the
-scheduler's first-token signal) and, on the last chunks, for `usage`.
+then relay the engine's response. A stream is relayed as aiohttp hands the bytes over, never
+re-framed (relay.py: its own writer task, so the slot goes back when the engine finishes,
+however slowly the client reads); the only look at its bytes is a regex for the first delta
+(the scheduler's first-token signal) and, on the last chunks, for `usage`. Body checks are in
+bodies.py, the error shapes (the engine's own errors mapped to them) in errors.py.
 
 A watcher task sits on `receive()` for the whole request: when the client goes away it cancels
 the handler, which cancels the queue wait or closes the upstream connection (the engine aborts
@@ -16,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json
 import logging
 import os
 import re
@@ -25,8 +26,10 @@ from typing import TYPE_CHECKING, Any
 
 import aiohttp
 
-from gpu_agent.errors import send_error, sse_error
-from gpu_agent.metrics import CANCELLED, ERROR, OK
+from gpu_agent.bodies import BodyError, engine_body, read_completion
+from gpu_agent.errors import engine_error, send_error, sse_error
+from gpu_agent.metrics import CANCELLED, CLIENT_TIMEOUT, ERROR, OK
+from gpu_agent.relay import BufferBudget, ClientStalled, ClientWriter, FirstDelta, relay_headers
 from gpu_agent.types import Receive, Scope, Send
 from scheduler import Rejected, Request, Ticket
 
@@ -35,9 +38,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("gpu_agent.gateway")
 
-CHARS_PER_TOKEN = 4  # the usual English BPE ratio; only length grouping reads the estimate
-DEFAULT_MAX_TOKENS = 256  # token budget assumed when the client sets none
-_FIRST_CONTENT = re.compile(rb'"(?:content|text)":\s*"(?!")')
 _PROMPT_TOKENS = re.compile(rb'"prompt_tokens":\s*(\d+)')
 _COMPLETION_TOKENS = re.compile(rb'"completion_tokens":\s*(\d+)')
 _TAIL_BYTES = 4096
@@ -53,35 +53,15 @@ class _ClientGone(Exception):
 class _Disconnect:
     """Shared between a request's handler and its disconnect watcher."""
 
-    __slots__ = ("done", "gone")
+    __slots__ = ("done", "gone", "writer")
 
     def __init__(self) -> None:
         self.done = False  # the response is complete: a later disconnect is normal
         self.gone = False  # the client left first
+        self.writer: ClientWriter | None = None  # a stream's writer, once it has one
 
-
-def estimate_prompt_tokens(payload: dict[str, Any], chat: bool, body_len: int) -> int:
-    """Cheap prompt size: characters of the text parts / 4, no tokenizer."""
-    chars = 0
-    if chat:
-        messages = payload.get("messages")
-        if isinstance(messages, list):
-            for message in messages:
-                content = message.get("content") if isinstance(message, dict) else None
-                if isinstance(content, str):
-                    chars += len(content)
-                elif isinstance(content, list):  # multi-part content: count the text parts
-                    for part in content:
-                        if isinstance(part, dict) and isinstance(part.get("text"), str):
-                            chars += len(part["text"])
-                chars += 4  # role markers, as a chat template adds
-    else:
-        prompt = payload.get("prompt")
-        if isinstance(prompt, str):
-            chars = len(prompt)
-        elif isinstance(prompt, list):
-            chars = body_len
-    return max(1, chars // CHARS_PER_TOKEN)
+    def response_ends(self) -> None:
+        self.done = True
 
 
 def _usage(data: bytes) -> tuple[int | None, int | None]:
@@ -101,6 +81,7 @@ class Gateway:
         self.agent = agent
         self._ids = itertools.count(1)
         self._id_prefix = f"tg{os.getpid():x}-"
+        self.buffer_budget = BufferBudget(agent.options.client_buffer_total_bytes)
 
     async def _read_body(self, receive: Receive, limit: int) -> bytes | None:
         """The whole body, or None once it passes `limit` bytes."""
@@ -169,29 +150,19 @@ class Gateway:
             tier = agent.config.tiers_by_urgency()[-1]
             queue = queues[tier]
         try:
-            payload = json.loads(body)
-        except (ValueError, UnicodeDecodeError) as exc:
-            await send_error(send, 400, f"the body is not valid JSON: {exc}", "invalid_json")
+            completion = read_completion(body, chat)
+        except BodyError as exc:
+            await send_error(send, 400, exc.message, exc.code)
             return
-        if not isinstance(payload, dict):
-            await send_error(send, 400, "the body must be a JSON object", "invalid_json")
-            return
-        model = payload.get("model")
         models = agent.telemetry.models
-        if models is not None and model not in models:
-            await send_error(
-                send, 404, f"the model {model!r} does not exist on this node", "model_not_found"
-            )
+        if models is not None and completion.model not in models:
+            message = f"the model {completion.model!r} does not exist on this node"
+            await send_error(send, 404, message, "model_not_found")
             return
-        stream = payload.get("stream") is True
-        max_tokens = payload.get("max_tokens") or payload.get("max_completion_tokens")
-        if not isinstance(max_tokens, int) or max_tokens <= 0:
-            max_tokens = DEFAULT_MAX_TOKENS
-        prompt_tokens = estimate_prompt_tokens(payload, chat, len(body))
+        stream = completion.stream
         sent_priority = agent.pass_priority
-        if sent_priority:
-            payload["priority"] = queue.priority
-            body = json.dumps(payload).encode()
+        # Only the gateway sets `priority`: the tier's, or none (a client's own is removed).
+        body = engine_body(completion, body, queue.priority if sent_priority else None)
         req_id = self._id_prefix + str(next(self._ids))
         upstream_id = request_id.decode("latin-1") if request_id else req_id
 
@@ -201,7 +172,7 @@ class Gateway:
         try:
             try:
                 ticket = await agent.driver.acquire(
-                    Request(req_id, tier, prompt_tokens, max_tokens)
+                    Request(req_id, tier, completion.prompt_tokens, completion.max_tokens)
                 )
             except Rejected as exc:
                 agent.metrics.rejected(tier, exc.reason)
@@ -209,18 +180,21 @@ class Gateway:
                 await send_error(send, exc.status, message, exc.reason, exc.retry_after_s)
                 return
             agent.metrics.released(tier, time.perf_counter() - t0)
+            if sent_priority and ticket.promoted:
+                # Released by the starvation bound: the engine's own priority queue must not
+                # starve it again behind the more urgent requests released after it.
+                body = engine_body(completion, body, agent.promoted_priority)
             if not stream:
                 # No first-token signal without a stream: count it as started so it does not
                 # hold an awaiting-first-token slot until the whole answer is done.
-                ticket.first_token()
+                ticket.first_token(timed=False)
             path = "/v1/chat/completions" if chat else "/v1/completions"
             args = (send, ticket, path, body, upstream_id, tier, stream, t0, state)
             if not await self._forward(*args, sent_priority):
                 # An attached fcfs engine: stop sending `priority`, this request included.
                 log.warning("the engine refuses vLLM's priority field; no longer sending it")
                 agent.engine_refuses_priority = True
-                del payload["priority"]
-                body = json.dumps(payload).encode()
+                body = engine_body(completion, body, None)
                 await self._forward(send, ticket, path, body, *args[4:], False)
         except asyncio.CancelledError:
             if not state.gone:
@@ -229,12 +203,15 @@ class Gateway:
             current = asyncio.current_task()
             if current is not None:
                 current.uncancel()
-            agent.metrics.finished(tier, CANCELLED, None)
+            stalled = state.writer is not None and state.writer.stalled
+            agent.metrics.finished(tier, CLIENT_TIMEOUT if stalled else CANCELLED, None)
         finally:
             state.done = True
             watcher.cancel()
             if ticket is not None:
                 ticket.release()
+            if state.writer is not None:
+                await state.writer.close()
 
     async def _forward(
         self,
@@ -250,52 +227,77 @@ class Gateway:
         sent_priority: bool,
     ) -> bool:
         """Relay one upstream exchange; False (nothing sent yet) when the engine refused the
-        `priority` field, so the caller can try again without it."""
+        `priority` field, so the caller can try again without it. The slot goes back as soon
+        as the engine has answered; the client may still be reading after that."""
         agent = self.agent
+        options = agent.options
         headers = {"content-type": "application/json", "x-request-id": upstream_id}
-        started = False
+        writer: ClientWriter | None = None
         ttft: float | None = None
         tail = b""
         try:
             async with agent.session.post(
                 agent.engine_url + path, data=body, headers=headers
             ) as resp:
-                out_headers = [
-                    (name.lower().encode(), value.encode())
-                    for name, value in resp.headers.items()
-                    if name.lower().encode() in _HOP_HEADERS
-                ]
+                out_headers = relay_headers(resp.headers, _HOP_HEADERS)
                 out_headers.append((b"x-tiergate-tier", tier.encode()))
                 if resp.status != 200 or not stream:
                     data = await resp.read()
                     if resp.status == 400 and sent_priority and _PRIORITY_REFUSED in data.lower():
                         return False
-                    await self._relay_whole(send, resp.status, data, out_headers, tier, t0)
+                    ticket.release()
+                    await self._relay_whole(send, resp.status, data, out_headers, tier)
                     return True
                 out_headers.append((b"cache-control", b"no-cache"))
                 await send({"type": "http.response.start", "status": 200, "headers": out_headers})
-                started = True
+                writer = state.writer = ClientWriter(
+                    send,
+                    self.buffer_budget,
+                    options.client_buffer_bytes,
+                    options.client_write_timeout_s,
+                    state.response_ends,
+                )
+                first = FirstDelta()
                 async for chunk in resp.content.iter_any():
-                    if ttft is None and _FIRST_CONTENT.search(chunk):
+                    if ttft is None and first.seen(chunk):
                         ttft = time.perf_counter() - t0
                         ticket.first_token()
                     tail = (tail + chunk)[-_TAIL_BYTES:]
-                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                    writer.push(chunk)
+                    if writer.full:
+                        await writer.room()  # the client is behind: stop reading the engine
             if b"[DONE]" not in tail:
                 raise aiohttp.ClientPayloadError("the engine's stream ended without [DONE]")
-            state.done = True
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
-            prompt, completion = _usage(tail)
-            agent.metrics.finished(tier, OK, ttft, prompt, completion)
         except (aiohttp.ClientError, TimeoutError) as exc:
-            await self._upstream_failed(send, exc, started, ttft, tier, state)
+            ticket.release()
+            await self._upstream_failed(send, exc, writer, ttft, tier, state)
+            return True
+        except ClientStalled as exc:
+            ticket.release()  # leaving the `async with` closed the upstream: the engine aborts
+            self._client_stalled(tier, exc, state)
+            return True
+        # The engine is done: its slot goes back now, whatever the client's pace.
+        ticket.release()
+        try:
+            await writer.finish()
+        except ClientStalled as exc:
+            self._client_stalled(tier, exc, state)
+            return True
+        state.done = True
+        prompt, completion = _usage(tail)
+        agent.metrics.finished(tier, OK, ttft, prompt, completion)
         return True
+
+    def _client_stalled(self, tier: str, exc: ClientStalled, state: _Disconnect) -> None:
+        state.done = True  # the abort is ours: the watcher must not take it for a disconnect
+        log.info("tier %s: %s", tier, exc)
+        self.agent.metrics.finished(tier, CLIENT_TIMEOUT, None)
 
     async def _upstream_failed(
         self,
         send: Send,
         exc: BaseException,
-        started: bool,
+        writer: ClientWriter | None,
         ttft: float | None,
         tier: str,
         state: _Disconnect,
@@ -303,15 +305,12 @@ class Gateway:
         agent = self.agent
         agent.metrics.finished(tier, ERROR, ttft)
         detail = str(exc) or type(exc).__name__
-        if started:
+        if writer is not None:
+            try:
+                await writer.finish(sse_error(f"the engine stream broke: {detail}", "engine_error"))
+            except ClientStalled as stalled:
+                log.info("tier %s: %s", tier, stalled)
             state.done = True
-            await send(
-                {
-                    "type": "http.response.body",
-                    "body": sse_error(f"the engine stream broke: {detail}", "engine_error"),
-                    "more_body": False,
-                }
-            )
         elif isinstance(exc, aiohttp.ClientConnectorError):
             await send_error(send, 503, f"the engine is not reachable: {detail}", "engine_down")
         else:
@@ -324,14 +323,12 @@ class Gateway:
         data: bytes,
         headers: list[tuple[bytes, bytes]],
         tier: str,
-        t0: float,
     ) -> None:
         agent = self.agent
-        if status >= 500:
-            # The engine's own text may not be OpenAI-shaped; wrap it.
-            text = data[:500].decode("utf-8", "replace")
+        if status != 200:
+            # The engine's refusal in the gateway's shape, keeping the engine's own message.
             agent.metrics.finished(tier, ERROR, None)
-            await send_error(send, 502, f"engine error {status}: {text}", "engine_error")
+            await send_error(send, *engine_error(status, data))
             return
         content_type = b"application/json"
         for name, value in headers:
@@ -341,11 +338,8 @@ class Gateway:
         out += [(b"content-type", content_type), (b"content-length", str(len(data)).encode())]
         await send({"type": "http.response.start", "status": status, "headers": out})
         await send({"type": "http.response.body", "body": data, "more_body": False})
-        if status == 200:
-            prompt, completion = _usage(data)
-            agent.metrics.finished(tier, OK, None, prompt, completion)
-        else:
-            agent.metrics.finished(tier, ERROR, None)
+        prompt, completion = _usage(data)
+        agent.metrics.finished(tier, OK, None, prompt, completion)
 
 
 async def _watch(receive: Receive, task: asyncio.Task[Any] | None, state: _Disconnect) -> None:

@@ -31,6 +31,7 @@ OK = "ok"
 ERROR = "error"
 REJECTED = "rejected"
 CANCELLED = "cancelled"
+CLIENT_TIMEOUT = "client_timeout"  # the engine answered; the client stopped reading
 
 
 def percentile(sorted_values: list[float], q: float) -> float | None:
@@ -104,7 +105,8 @@ class GatewayMetrics:
         )
         self.requests = Counter(
             "tiergate_requests",
-            "Requests that reached a tier, by outcome (ok, error, rejected, cancelled).",
+            "Requests that reached a tier, by outcome (ok, error, rejected, cancelled, "
+            "client_timeout).",
             ["tier", "status"],
             registry=registry,
         )
@@ -151,7 +153,7 @@ class GatewayMetrics:
             self.tokens.labels(tier, "prompt").inc(prompt_tokens)
         if completion_tokens:
             self.tokens.labels(tier, "completion").inc(completion_tokens)
-        if status != CANCELLED:
+        if status not in (CANCELLED, CLIENT_TIMEOUT):  # the client's doing, not the engine's
             self.interval.finished(tier, ttft_s, status == OK)
 
 
@@ -215,7 +217,13 @@ class AgentCollector(Collector):
             "tiergate_max_in_flight", "The admission cap on requests at the engine."
         )
         limit.add_metric([], stats.max_in_flight)
-        yield from (depth, in_flight, awaiting, wait, padding, limit)
+        awaiting_limit = GaugeMetricFamily(
+            "tiergate_awaiting_limit",
+            "The limit in force on released requests awaiting their first token (adapted "
+            "unless admission.max_awaiting_first_token is set).",
+        )
+        awaiting_limit.add_metric([], stats.max_awaiting_first_token)
+        yield from (depth, in_flight, awaiting, wait, padding, limit, awaiting_limit)
 
     def _config(self) -> Iterator[Metric]:
         version = GaugeMetricFamily(
@@ -264,3 +272,45 @@ class AgentCollector(Collector):
         if engine.get("preemptions_total") is not None:
             preemptions.add_metric([], float(engine["preemptions_total"]))
         yield preemptions
+
+
+class ControlCollector(Collector):
+    """The control path's state, for alerts: outstanding apply errors per kind (0 or 1, so a
+    rule sees the series before anything fails) and, in console mode, the last accepted
+    heartbeat (absent in standalone mode, which has no console to be stale towards)."""
+
+    KINDS = ("tier_config", "launch_profile", "gateway_keys")
+
+    def __init__(
+        self,
+        apply_errors: Callable[[], dict[str, Any]],
+        heartbeat: Callable[[], tuple[float | None, int] | None],
+    ) -> None:
+        self._apply_errors = apply_errors
+        self._heartbeat = heartbeat
+
+    def collect(self) -> Iterator[Metric]:
+        errors = self._apply_errors()
+        failing = GaugeMetricFamily(
+            "tiergate_apply_error",
+            "1 while the desired version of this kind could not be applied.",
+            labels=["kind"],
+        )
+        for kind in (*self.KINDS, *sorted(set(errors) - set(self.KINDS))):
+            failing.add_metric([kind], 1.0 if kind in errors else 0.0)
+        yield failing
+        heartbeat = self._heartbeat()
+        if heartbeat is None:
+            return
+        last_success, failures = heartbeat
+        last = GaugeMetricFamily(
+            "tiergate_heartbeat_last_success_timestamp_seconds",
+            "Unix time of the last heartbeat the console accepted (0 before the first).",
+        )
+        last.add_metric([], last_success or 0.0)
+        failed = GaugeMetricFamily(
+            "tiergate_heartbeat_consecutive_failures",
+            "Heartbeats refused or unanswered since the last accepted one.",
+        )
+        failed.add_metric([], failures)
+        yield from (last, failed)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from typing import Any
 
 import httpx
@@ -56,8 +57,12 @@ class Reconciler:
         self.acked_seq = 0
         self.failures = 0
         self.last_error = ""
+        self.last_success_unix: float | None = None  # exported for the stale-agent alert
         self._state: dict[str, Any] = state_file.load()
         self._failed_profile: int | None = None
+        # The engine report the console holds (its reply echoes the digest): the full report
+        # travels only until the console has it.
+        self.console_report_digest: str | None = None
         self._listen_url = ""
         self._listen_settled = False
         self._profile_task: asyncio.Task[None] | None = None
@@ -140,6 +145,9 @@ class Reconciler:
             "engine": agent.engine_info(),
             "samples": samples[-MAX_SAMPLES_PER_BEAT:],
         }
+        report = agent.engine_report
+        if report is not None and report["digest"] != self.console_report_digest:
+            body["engine"]["report"] = report
         if agent.apply_errors:
             body["apply_errors"] = dict(agent.apply_errors)
         return seq, body
@@ -173,6 +181,7 @@ class Reconciler:
             log.info("console reachable again after %d failed beats", self.failures)
         self.failures = 0
         self.last_error = ""
+        self.last_success_unix = time.time()
         self.acked_seq = seq
         self.apply(reply if isinstance(reply, dict) else {})
         return True
@@ -187,6 +196,8 @@ class Reconciler:
     # -- applying the reply ---------------------------------------------------------------
 
     def apply(self, reply: dict[str, Any]) -> None:
+        digest = reply.get("engine_report_digest")
+        self.console_report_digest = digest if isinstance(digest, str) else None
         interval = reply.get("heartbeat_interval_s")
         if isinstance(interval, int | float):
             self.interval_s = min(MAX_INTERVAL_S, max(MIN_INTERVAL_S, float(interval)))
@@ -197,12 +208,25 @@ class Reconciler:
         if reply.get("gateway_keys") is not None:  # absent or null: keys unchanged
             self._apply_keys(reply["gateway_keys"], str(reply.get("keys_version", "")))
 
+    def _forget_errors(self, kind: str, desired: Any) -> None:
+        """An apply error is about a desired version: once that version is no longer desired
+        (another one, or none), it is history and not reported again (docs/protocol.md)."""
+        error = self.agent.apply_errors.get(kind)
+        if error is not None and error.get("version") != desired:
+            del self.agent.apply_errors[kind]
+        if kind == LAUNCH_PROFILE and self._failed_profile != desired:
+            self._failed_profile = None  # desired again later: worth another try
+
     def _apply_tier_config(self, wanted: Any) -> None:
         agent = self.agent
         if not isinstance(wanted, dict):
+            # Nothing desired: keep the config it runs, report no drift and no error for it.
+            agent.desired_seen[TIER_CONFIG] = None
+            self._forget_errors(TIER_CONFIG, None)
             return
         version = wanted.get("id")
         agent.desired_seen[TIER_CONFIG] = version
+        self._forget_errors(TIER_CONFIG, version)
         if version == agent.applied[TIER_CONFIG] or "config" not in wanted:
             return
         try:
@@ -223,9 +247,13 @@ class Reconciler:
     def _apply_launch_profile(self, wanted: Any) -> None:
         agent = self.agent
         if not isinstance(wanted, dict):
+            # Nothing desired: keep the engine as it runs (no restart), and no error for it.
+            agent.desired_seen[LAUNCH_PROFILE] = None
+            self._forget_errors(LAUNCH_PROFILE, None)
             return
         version = wanted.get("id")
         agent.desired_seen[LAUNCH_PROFILE] = version
+        self._forget_errors(LAUNCH_PROFILE, version)
         if version == agent.applied[LAUNCH_PROFILE]:
             return
         if agent.supervisor is None:

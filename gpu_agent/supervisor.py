@@ -6,6 +6,10 @@ If the new engine exits or stays silent past the timeout, the previous command l
 again and `EngineStartError` carries the tail of the failed engine's output, which the
 reconciler reports to the console. An engine that dies on its own is restarted with a capped
 backoff.
+
+`report` is the engine report (gpu_agent.engine_report): the version and accepted arguments of
+the engine the command line runs, read from its own parser in the background at start and
+again whenever a new command line runs another interpreter.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ from collections import deque
 from typing import Any
 
 import httpx
+
+from gpu_agent.engine_report import interpreter_of, probe_engine
 
 log = logging.getLogger("gpu_agent.supervisor")
 
@@ -142,6 +148,9 @@ class EngineSupervisor:
         self._monitor: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
         self._closing = False
+        self.report: dict[str, Any] | None = None
+        self._report_of: tuple[str, str] | None = None
+        self._report_task: asyncio.Task[None] | None = None
 
     @property
     def argv(self) -> list[str]:
@@ -172,14 +181,33 @@ class EngineSupervisor:
         return self._args
 
     async def start(self) -> None:
+        self._refresh_report(self.argv)
         async with self._lock:
             await self._start(self.argv)
+
+    def _refresh_report(self, argv: list[str]) -> None:
+        """Read the engine report in the background when `argv` runs another interpreter."""
+        command = engine_argv(argv, self.simulate)
+        found = interpreter_of(command)
+        if found == self._report_of and self.report is not None:
+            return
+        self._report_of = found
+
+        async def probe() -> None:
+            report = await probe_engine(command)
+            if self._report_of == found:
+                self.report = report
+
+        if self._report_task is not None:
+            self._report_task.cancel()
+        self._report_task = asyncio.create_task(probe(), name="engine-report")
 
     async def restart(self, argv: list[str]) -> None:
         """Swap to `argv`; on failure go back to the previous command line and raise."""
         argv = with_endpoint(argv, self._host, self._port)
         async with self._lock:
             previous = self._argv
+            self._refresh_report(argv)
             await self._stop()
             try:
                 await self._start(argv)
@@ -190,11 +218,16 @@ class EngineSupervisor:
                     await self._start(previous)
                 except EngineStartError as again:
                     self.detail = f"previous profile failed too: {again}"
+                self._refresh_report(previous)
                 raise
             self._set_argv(argv)
 
     async def aclose(self) -> None:
         self._closing = True
+        if self._report_task is not None:
+            self._report_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._report_task
         async with self._lock:
             await self._stop()
 
@@ -212,7 +245,9 @@ class EngineSupervisor:
                 stderr=asyncio.subprocess.STDOUT,
                 start_new_session=True,  # its own process group: stopping it stops its workers
                 preexec_fn=_die_with_parent,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                # Dev mode opens vLLM's POST /reset_prefix_cache, which benchmarks use
+                # (docs/protocol.md); an operator's VLLM_SERVER_DEV_MODE=0 wins.
+                env={"VLLM_SERVER_DEV_MODE": "1", **os.environ, "PYTHONUNBUFFERED": "1"},
             )
         except OSError as exc:
             self.state = "down"

@@ -41,33 +41,40 @@ def _family_total(family: Any) -> float:
     return total
 
 
+# The vLLM metric families the agent reads (DESIGN.md 5), by family name (counters without
+# `_total`) -> the short name of its figure. One list: tests/vllm checks every name against a
+# real vLLM's /metrics, so a renamed metric fails a test.
+ENGINE_METRICS = {
+    "vllm:kv_cache_usage_perc": "kv_cache_usage",
+    "vllm:num_requests_running": "running",
+    "vllm:num_requests_waiting": "waiting",
+    "vllm:prefix_cache_queries": "prefix_queries",
+    "vllm:prefix_cache_hits": "prefix_hits",
+    "vllm:num_preemptions": "preemptions_total",
+}
+# Older vLLM releases' names, read only when the new one is absent.
+LEGACY_ENGINE_METRICS = {"vllm:gpu_cache_usage_perc": "kv_cache_usage"}
+
+
 def parse_engine_metrics(text: str) -> dict[str, float]:
     """vLLM's /metrics text -> the cumulative figures the agent reads, keyed by short name.
 
     vLLM renamed its KV gauge (`vllm:gpu_cache_usage_perc` -> `vllm:kv_cache_usage_perc`); the
     new name wins when both are there. The parser strips `_total` from counter names.
     """
-    wanted = {
-        "vllm:kv_cache_usage_perc": "kv_cache_usage",
-        "vllm:gpu_cache_usage_perc": "kv_cache_usage_old",
-        "vllm:num_requests_running": "running",
-        "vllm:num_requests_waiting": "waiting",
-        "vllm:prefix_cache_queries": "prefix_queries",
-        "vllm:prefix_cache_hits": "prefix_hits",
-        "vllm:num_preemptions": "preemptions_total",
-    }
     out: dict[str, float] = {}
+    legacy: dict[str, float] = {}
     for family in text_string_to_metric_families(text):
         # Exporters differ on whether the TYPE line carries `_total`; when it does not match
         # the samples, the parser yields an empty typed family and an untyped `..._total` one.
         name = family.name.removesuffix("_total")
-        key = wanted.get(name)
-        if key is not None and family.samples:
-            out[key] = _family_total(family)
-    if "kv_cache_usage" not in out and "kv_cache_usage_old" in out:
-        out["kv_cache_usage"] = out["kv_cache_usage_old"]
-    out.pop("kv_cache_usage_old", None)
-    return out
+        if not family.samples:
+            continue
+        if name in ENGINE_METRICS:
+            out[ENGINE_METRICS[name]] = _family_total(family)
+        elif name in LEGACY_ENGINE_METRICS:
+            legacy[LEGACY_ENGINE_METRICS[name]] = _family_total(family)
+    return {**legacy, **out}
 
 
 def engine_figures(now: dict[str, float], before: dict[str, float] | None) -> dict[str, Any]:
@@ -118,8 +125,10 @@ class Telemetry:
         nvml: NvmlReader | None = None,
         period_s: float = 1.0,
         ring_size: int = RING_SIZE,
+        on_engine: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
         self._engine_url = engine_url
+        self._on_engine = on_engine  # called with each parsed "engine" object
         self._scheduler_stats = scheduler_stats
         self._interval = interval
         self._nvml = nvml or NvmlReader()
@@ -224,6 +233,8 @@ class Telemetry:
             else:
                 engine = engine_figures(now, self._before)
                 self._before = now
+                if self._on_engine is not None:
+                    self._on_engine(engine)
         sample["engine"] = engine
         sample["tiers"] = tier_figures(self._scheduler_stats(), self._interval.take())
         self._seq += 1

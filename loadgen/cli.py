@@ -57,6 +57,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-stream", dest="stream", action="store_false")
     p.add_argument("--temperature", type=float)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--salt",
+        default="",
+        help="text that leads every prompt, so a rerun does not hit the last run's prefix cache",
+    )
     p.add_argument("--tier-mix", default="", help="online=0.7,batch=0.2,offline=0.1")
     p.add_argument("--tier-header", default=TIER_HEADER_DEFAULT)
     p.add_argument(
@@ -104,6 +109,7 @@ def spec_from_args(args: argparse.Namespace) -> WorkloadSpec:
         stream=args.stream,
         temperature=args.temperature,
         seed=args.seed,
+        salt=args.salt,
         tier_mix=parse_tier_mix(args.tier_mix) if args.tier_mix else {},
         tier_header=args.tier_header,
         tier_priority=parse_tier_priority(args.tier_priority),
@@ -113,6 +119,9 @@ def spec_from_args(args: argparse.Namespace) -> WorkloadSpec:
         keep_itl_raw=args.keep_itl,
         processes=args.processes,
     )
+
+
+UNTRUSTED_MARK = "!"
 
 
 def _ms(value: float | None) -> str:
@@ -127,9 +136,14 @@ def format_summary(result: RunResult) -> str:
         + f" {'req/s':>8} {'tok/s':>9}"
     )
     lines = [header, "-" * len(header)]
+    # A figure the run does not stand behind is marked "!" and explained below the table.
+    untrusted = result.validity.get("untrusted") or {}
     for tier, s in result.summary.items():
         cells = " ".join(
-            f"{'/'.join(_ms(s[m][q]) for q in ('p50', 'p90', 'p99')):>24}" for m in metrics
+            f"{'/'.join(_ms(s[m][q]) for q in ('p50', 'p90', 'p99')) + UNTRUSTED_MARK:>24}"
+            if m in untrusted
+            else f"{'/'.join(_ms(s[m][q]) for q in ('p50', 'p90', 'p99')):>24}"
+            for m in metrics
         )
         rps, tps = s["request_throughput_rps"], s["output_throughput_tps"]
         lines.append(
@@ -159,6 +173,8 @@ def format_summary(result: RunResult) -> str:
     )
     for flag in v["flags"]:
         lines.append(f"WARNING (validity): {flag}")
+    for metric, reason in untrusted.items():
+        lines.append(f"{UNTRUSTED_MARK} {metric[:-2].upper()} is not a wire time: {reason}")
     if result.cancelled:
         lines.append("run cancelled: figures cover the requests completed before the cancel")
     errors = [s.error for s in result.samples if s.error]

@@ -51,7 +51,19 @@ def _error_message(obj: Any) -> str:
 class _StreamState:
     """Folds decoded SSE events of one response into content times, usage and errors."""
 
-    __slots__ = ("chat", "done", "error", "output_tokens", "prompt_tokens", "response_id", "times")
+    __slots__ = (
+        "chat",
+        "done",
+        "error",
+        "first_merged",
+        "merged_gaps",
+        "output_tokens",
+        "prompt_tokens",
+        "reasoning_chunks",
+        "reasoning_tokens",
+        "response_id",
+        "times",
+    )
 
     def __init__(self, chat: bool) -> None:
         self.chat = chat
@@ -59,10 +71,20 @@ class _StreamState:
         self.error: str | None = None
         self.prompt_tokens: int | None = None
         self.output_tokens: int | None = None
+        self.reasoning_tokens: int | None = None  # usage.completion_tokens_details, if given
+        self.reasoning_chunks = 0
         self.response_id: str | None = None
         self.times: list[float] = []
+        # Events that share one kernel time reached the socket in one segment (wire.py,
+        # receive.py): their gaps are not wire times.
+        self.merged_gaps = 0
+        self.first_merged: bool | None = None  # decided by the event after the first token
 
     def on_event(self, data: str, event: str, now: float) -> None:
+        if not data:
+            return  # a bare `data:` event carries nothing (SSE allows it; no server means it)
+        if self.first_merged is None and self.times:
+            self.first_merged = now == self.times[0]  # its segment took in a later one
         if self.done:
             self.error = "data after [DONE]"
             return
@@ -96,10 +118,20 @@ class _StreamState:
                 if not isinstance(delta, dict):
                     self.error = "stream chunk: choices[0].delta must be an object"
                     return
+                # A token is any non-empty delta: content, reasoning (vLLM's
+                # `reasoning_content`, `reasoning` in newer releases) or tool calls (content
+                # null), so a thinking or tool-calling answer's first token times its TTFT.
                 content = delta.get("content")
+                if not content:
+                    thinking = delta.get("reasoning_content") or delta.get("reasoning")
+                    if thinking:
+                        self.reasoning_chunks += 1
+                    content = thinking or delta.get("tool_calls")
             else:
                 content = choice.get("text")
             if content:
+                if self.times and self.times[-1] == now:
+                    self.merged_gaps += 1
                 self.times.append(now)
         usage = obj.get("usage")
         if usage:
@@ -118,6 +150,10 @@ class _StreamState:
                 return
             counts.append(value)
         self.prompt_tokens, self.output_tokens = counts
+        details = usage.get("completion_tokens_details")
+        reasoning = details.get("reasoning_tokens") if isinstance(details, dict) else None
+        if type(reasoning) is int and reasoning >= 0:
+            self.reasoning_tokens = reasoning
 
 
 def _response_id(obj: dict[str, Any]) -> str | None:
@@ -206,8 +242,11 @@ def _finish(
 ) -> None:
     sample.response_id = state.response_id
     sample.prompt_tokens = state.prompt_tokens
+    sample.reasoning_tokens = state.reasoning_tokens
+    sample.reasoning_chunks = state.reasoning_chunks
     if sample.error is not None:
         return
+    sample.merged_gaps, sample.first_token_merged = state.merged_gaps, bool(state.first_merged)
     times = state.times
     sample.e2e = end - start
     sample.content_chunks = len(times) if stream else 0

@@ -93,6 +93,20 @@ def synthetic_prompt(rng: random.Random, tokens: int, prefix: str = "") -> str:
     return f"{prefix} {' '.join(words)}".strip() if prefix else " ".join(words)
 
 
+def salted(
+    salt: str, prompt: str | None, messages: list[dict[str, Any]] | None
+) -> tuple[str | None, list[dict[str, Any]] | None]:
+    """The salt in front of the prompt, or of the first message's text: the very first tokens
+    differ from another run's, so none of its prompts' blocks hash like this run's."""
+    if messages:
+        first, *rest = messages
+        content = first.get("content")
+        if isinstance(content, str):
+            return prompt, [{**first, "content": f"{salt} {content}"}, *rest]
+        return prompt, [{"role": "system", "content": salt}, *messages]
+    return f"{salt} {prompt or ''}".rstrip(), messages
+
+
 class RequestFactory:
     """Builds request `index`'s body. Deterministic for a given spec (seeded RNGs), provided
     requests are made in index order, which the runner does."""
@@ -129,6 +143,8 @@ class RequestFactory:
             tier = record.tier or tier
         else:
             prompt = synthetic_prompt(self._prompt_rng, spec.prompt_tokens, self._prefix)
+        if spec.salt:
+            prompt, messages = salted(spec.salt, prompt, messages)
         body: dict[str, Any] = {"model": spec.model, "max_tokens": max_tokens}
         if spec.endpoint == "chat":
             body["messages"] = messages or [{"role": "user", "content": prompt}]

@@ -261,6 +261,8 @@ async def run_workload(
     )
     # How chunk arrival was timed: the kernel's receive stamps, or the loop's read (no Linux).
     validity["receive_times"] = "kernel" if run.pool.kernel_stamps else "read"
+    validity["clock_steps"] = run.pool.clock.steps  # wake-ups timed by the read (receive.py)
+    validity["untrusted"] = stats.untrusted(validity)
     if not spec.keep_itl_raw:
         for sample in result_samples:
             sample.itl_raw = None

@@ -95,6 +95,8 @@ def merge(spec: WorkloadSpec, parts: list[dict[str, Any]], cancelled: bool) -> R
     validity["processes"] = len(parts)
     kinds = {p["validity"].get("receive_times") for p in parts}
     validity["receive_times"] = "kernel" if kinds == {"kernel"} else "read"
+    validity["clock_steps"] = sum(p["validity"].get("clock_steps", 0) for p in parts)
+    validity["untrusted"] = stats.untrusted(validity)
     if not spec.keep_itl_raw:
         for sample in samples:
             sample.itl_raw = None

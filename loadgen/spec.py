@@ -50,6 +50,9 @@ class WorkloadSpec:
     stream: bool = True
     temperature: float | None = None
     seed: int = 0
+    # Leads every prompt (the shared prefix too), so a run never finds an earlier run's
+    # prompts in the engine's prefix cache; the same salt reproduces the same prompts.
+    salt: str = ""
     tier_mix: dict[str, float] = field(default_factory=dict)
     tier_header: str = TIER_HEADER_DEFAULT
     # vLLM's `priority` body field per tier (lower runs first under --scheduling-policy
@@ -101,6 +104,8 @@ class WorkloadSpec:
             raise SpecError("prompt_tokens: prompt_tokens and max_tokens must be >= 1")
         if not 0 <= self.shared_prefix_tokens <= self.prompt_tokens:
             raise SpecError("shared_prefix_tokens: must be between 0 and prompt_tokens")
+        if len(self.salt) > 64 or self.salt != self.salt.strip():
+            raise SpecError("salt: at most 64 characters, no leading or trailing space")
         if self.processes < 1:
             raise SpecError("processes: must be >= 1")
         if self.timeout_s <= 0:

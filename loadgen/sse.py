@@ -4,7 +4,8 @@ Follows the WHATWG "event stream interpretation" rules that matter for OpenAI-st
 lines end in CRLF, LF or CR (a CR at the end of one read may be followed by the LF of the
 next, so it is held back); a line starting with ":" is a comment; `field: value` strips one
 leading space; several `data:` lines of one event join with "\\n"; an empty line dispatches
-the event; an event with no data is dropped; `event:`/`id:` are kept; `retry:` is ignored.
+the event; an event with no `data:` line is dropped, while a bare `data:` (the buffer holds
+one LF) dispatches an event whose data is ""; `event:`/`id:` are kept; `retry:` is ignored.
 Bytes are decoded as UTF-8 only per whole line, so a multi-byte character split across reads
 is never mangled.
 
@@ -57,7 +58,7 @@ class SSEDecoder:
             if raw[:6] == b"data: ":
                 data.append(raw[6:].decode("utf-8", errors="replace"))
                 continue
-            if not raw and data and self._id is None and data != [""]:
+            if not raw and data and self._id is None:
                 events.append(SSEEvent("\n".join(data), self._event or "message", self._last_id))
                 data.clear()
                 self._event = ""
@@ -110,9 +111,9 @@ class SSEDecoder:
         if self._id is not None:
             self._last_id = self._id
             self._id = None
-        if not self._data or self._data == [""]:
-            # An empty data buffer dispatches nothing (WHATWG), even after a bare `data:`.
-            self._data.clear()
+        if not self._data:
+            # No `data:` line: the data buffer is empty and nothing is dispatched (WHATWG).
+            # A bare `data:` left "\n" in the buffer, so its event (data "") is dispatched.
             self._event = ""
             return None
         event = SSEEvent("\n".join(self._data), self._event or "message", self._last_id)

@@ -32,6 +32,10 @@ VALIDITY_BOUNDS = {
     "client_cpu_ratio": 0.85,  # of one core
     "error_rate": 0.05,
     "usage_missing": 0,
+    # Shares of ITL gaps / first tokens whose chunks reached the socket in one TCP segment
+    # (wire.py): above these, the figure is marked as not wire-true (`untrusted`).
+    "itl_merged_share": 0.01,
+    "ttft_merged_share": 0.01,
 }
 
 
@@ -91,6 +95,7 @@ def _group_summary(
     errors = len(samples) - len(ok)
     itl_values, itl_source = _itl_values(ok)
     output_tokens = sum(s.output_tokens or 0 for s in ok)
+    reported = [s.reasoning_tokens for s in ok if s.reasoning_tokens is not None]
     per_s = (lambda n: n / span_s) if span_s > 0 else (lambda n: None)
     has_slo = slo_ttft_s is not None or slo_tpot_s is not None
     good = sum(meets_slo(s, slo_ttft_s, slo_tpot_s) for s in ok) if has_slo else None
@@ -106,6 +111,8 @@ def _group_summary(
         "e2e_s": distribution(s.e2e for s in ok),
         "prompt_tokens": sum(s.prompt_tokens or 0 for s in ok),
         "output_tokens": output_tokens,
+        # Of output_tokens, those the engine's usage reports as reasoning (None: not reported).
+        "reasoning_tokens": sum(reported) if reported else None,
         "request_throughput_rps": per_s(len(ok)),
         "output_throughput_tps": per_s(output_tokens),
         "good_requests": good,
@@ -248,6 +255,8 @@ def validity(
     ok = [s for s in measured if s.ok]
     mismatched = sum(1 for s in ok if not s.usage_missing and s.output_tokens != s.content_chunks)
     errors = len(measured) - len(ok)
+    gaps = sum(s.itl.count for s in ok)
+    firsts = [s for s in ok if s.ttft is not None]
     figures = {
         "dispatch_lag_p99_s": dispatch["p99"],
         "dispatch_lag_max_s": dispatch["max"],
@@ -256,6 +265,10 @@ def validity(
         "client_cpu_ratio": cpu_s / wall_s if wall_s > 0 else None,
         "error_rate": errors / len(measured) if measured else 0.0,
         "usage_missing": sum(1 for s in ok if s.usage_missing),
+        "itl_merged_share": sum(s.merged_gaps for s in ok) / gaps if gaps else None,
+        "ttft_merged_share": (
+            sum(s.first_token_merged for s in firsts) / len(firsts) if firsts else None
+        ),
     }
     flags = [
         f"{name}={value:.4g} exceeds {limits[name]:g}"
@@ -274,3 +287,29 @@ def validity(
         "flags": flags,
         "valid": not flags,
     }
+
+
+def untrusted(validity: dict[str, Any]) -> dict[str, str]:
+    """The summary figures (``ttft_s``, ``itl_s``, ...) that are not wire times in this run,
+    each with the reason; pages and the CLI mark them instead of printing them plain."""
+    limits = validity["bounds"]
+    out: dict[str, str] = {}
+    share = validity.get("itl_merged_share")
+    if share is not None and share > limits["itl_merged_share"]:
+        out["itl_s"] = (
+            f"{share:.1%} of ITL gaps are between chunks that reached the client in one TCP "
+            "segment (sent together, or merged by the kernel while the socket went unread "
+            "for longer than the gap): those read 0 and the gap before each reads long"
+        )
+    share = validity.get("ttft_merged_share")
+    if share is not None and share > limits["ttft_merged_share"]:
+        out["ttft_s"] = (
+            f"{share:.1%} of first tokens reached the client in one TCP segment with the next "
+            "chunk (the socket went unread meanwhile): their TTFT may be late by up to a gap"
+        )
+    lagged = any(f.startswith("loop_lag") for f in validity["flags"])
+    if validity.get("receive_times") == "read" and lagged:
+        reason = "chunk times are the client's reads (no kernel stamps) and its loop lagged"
+        for name in ("ttft_s", "itl_s", "e2e_s"):
+            out.setdefault(name, reason)
+    return out

@@ -35,8 +35,16 @@ class RequestSample:
     itl_raw: list[float] | None = None
     prompt_tokens: int | None = None
     output_tokens: int | None = None
-    content_chunks: int = 0
+    content_chunks: int = 0  # chunks with a token: content, reasoning or a tool call
     usage_missing: bool = False  # output_tokens fell back to the content chunk count
+    # Thinking models: reasoning tokens as `usage.completion_tokens_details` reports them
+    # (None when it does not; they are part of output_tokens), and the reasoning chunks seen.
+    reasoning_tokens: int | None = None
+    reasoning_chunks: int = 0
+    # Content chunks that reached the socket in the same TCP segment as the one before (sent
+    # together, or merged while the socket went unread): those ITL gaps read 0.
+    merged_gaps: int = 0
+    first_token_merged: bool = False  # the first content chunk shares its time with the next
     status: int | None = None
     error: str | None = None
     response_id: str | None = None

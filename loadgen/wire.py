@@ -1,15 +1,21 @@
-"""HTTP/1.1 exchanges whose every read carries the kernel's receive time.
+"""HTTP/1.1 exchanges whose every event carries the kernel's receive time.
 
 A client that timestamps a token when its event loop gets round to it reports its own lag as
 the server's latency: 256 streams stepping in lockstep deliver 256 chunks in one burst, and the
 last of them is handled milliseconds after it arrived (more when another process holds the
-core). Here each read is a ``recvmsg`` on a socket with ``SO_TIMESTAMPNS`` set, so the time a
-chunk is stamped with is when the kernel received it, however late the loop reads it. Where the
-option is missing (not Linux) the read time is used instead.
+core). Here each socket has ``SO_TIMESTAMPNS`` set, so the time a chunk is stamped with is when
+the kernel received it, however late the loop reads it. A ``recvmsg`` reports only the time of
+the last segment it read, so each wake-up peeks at what is queued and reads it in pieces that
+end where SSE events (TLS: records) end, each piece with its own segment's time (receive.py).
+Where the option is missing (not Linux) the read time is used instead.
 
 Framing is httptools (llhttp); this module does the socket I/O, TLS through ``ssl.SSLObject``
 and a keep-alive pool. The caller gets status and body pieces through a sink, each piece with
 the receive time of the read that completed it, on the ``time.perf_counter`` clock.
+Informational responses (``100 Continue``) are skipped; the final response is the exchange's.
+
+Errors: ``WireError`` (the message is what the sample records) and its ``ConnectError``; a
+request cancelled at any point (a timeout) closes its socket.
 """
 
 from __future__ import annotations
@@ -24,9 +30,16 @@ from urllib.parse import urlsplit
 import httptools
 
 from loadgen import kstamps
+from loadgen.receive import KEEP_TAIL, KernelClock, TlsRecords, event_reads
 
 READ_SIZE = 256 * 1024
-ANC_SIZE = kstamps.ANCILLARY_SIZE
+_TIMESPEC = kstamps.TIMESPEC
+# Transmit times (SO_TIMESTAMPING, software stamps, no payload copy): when the request left.
+SO_TIMESTAMPING = getattr(socket, "SO_TIMESTAMPING", 37)
+TX_STAMP_FLAGS = (1 << 1) | (1 << 4) | (1 << 11)  # TX_SOFTWARE | SOFTWARE | OPT_TSONLY
+# Reads then carry both SCM_TIMESTAMPNS and SCM_TIMESTAMPING (three timespecs).
+ANC_SIZE = socket.CMSG_SPACE(_TIMESPEC.size) + socket.CMSG_SPACE(3 * _TIMESPEC.size)
+ERRQUEUE_ANC_SIZE = 512
 
 # (status, body piece, receive time) -> True to stop reading this response
 Sink = Callable[[int, bytes, float], bool]
@@ -43,13 +56,23 @@ class ConnectError(WireError):
 def request_head(
     method: str, target: str, host: str, headers: dict[str, str], length: int
 ) -> bytes:
-    """The request line and headers; a value with a line break (header injection) is refused."""
+    """The request line and headers; a value with a line break (header injection) or a
+    character Latin-1 cannot hold (HTTP/1.1 carries bytes, not text) is refused."""
     lines = [f"{method} {target} HTTP/1.1", f"Host: {host}", f"Content-Length: {length}"]
     for name, value in headers.items():
         if "\r" in value or "\n" in value or "\r" in name or "\n" in name:
             raise WireError(f"header {name!r} contains a line break")
         lines.append(f"{name}: {value}")
-    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+    head = "\r\n".join(lines) + "\r\n\r\n"
+    try:
+        return head.encode("latin-1")
+    except UnicodeEncodeError:
+        for name, value in headers.items():
+            try:
+                f"{name}: {value}".encode("latin-1")
+            except UnicodeEncodeError:
+                raise WireError(f"header {name!r} has characters outside Latin-1") from None
+        raise WireError(f"URL {target!r} has characters outside Latin-1") from None
 
 
 _Tls = tuple[ssl.SSLObject, ssl.MemoryBIO, ssl.MemoryBIO]
@@ -59,12 +82,25 @@ class Connection:
     """One socket; at most one exchange at a time. Reads run in a reader callback, so the
     parser and the sink see each read as it happens, stamped with its arrival time."""
 
-    def __init__(self, sock: socket.socket, tls: _Tls | None) -> None:
+    def __init__(
+        self,
+        sock: socket.socket,
+        tls: _Tls | None,
+        clock: KernelClock,
+        records: TlsRecords | None = None,
+        *,
+        split_reads: bool = True,
+    ) -> None:
         self.sock = sock
-        self.tls: ssl.SSLObject | None
-        self.incoming: ssl.MemoryBIO | None
-        self.outgoing: ssl.MemoryBIO | None
         self.tls, self.incoming, self.outgoing = tls or (None, None, None)
+        self.clock = clock
+        self.split_reads = split_reads
+        self.tx_stamps = False  # the kernel reports when each send left (SO_TIMESTAMPING)
+        self._tx_kernel: float | None = None
+        self._first_stamp: float | None = None  # of this exchange's first read
+        self.records = records if tls is not None else None
+        self._tail = b""  # the last bytes read, for an event end split across reads
+        self._sent = 0.0
         self.loop = asyncio.get_running_loop()
         self.closed = False
         self.reused = False
@@ -82,30 +118,69 @@ class Connection:
     # -- reading ------------------------------------------------------------------------------
 
     def _readable(self) -> None:
+        # Peek first, then read in pieces that each end where an event (or TLS record) ends:
+        # each piece carries the time of its own last segment (receive.py).
+        if self.tx_stamps:
+            self._take_tx_stamps()
         try:
-            data, anc, _flags, _addr = self.sock.recvmsg(READ_SIZE, ANC_SIZE)
+            queued, anc, _flags, _addr = self.sock.recvmsg(READ_SIZE, ANC_SIZE, socket.MSG_PEEK)
         except (BlockingIOError, InterruptedError):
             return
         except OSError as exc:
-            stale = self.reused and not self._got_bytes
-            self._fail(_StaleConnection() if stale else WireError(f"read failed: {exc}"))
+            self._read_failed(exc)
             return
-        now = time.perf_counter()
-        stamp = now
-        kernel = kstamps.kernel_time(anc)
-        if kernel is not None:
-            # Kernel time is CLOCK_REALTIME; move it onto perf_counter at this instant.
-            stamp = min(now, kernel - (time.time() - now))
-        if not data:
+        if not queued:
             self._eof()
             return
-        self._stamp = stamp
-        if self.tls is not None:
-            plain = self._decrypt(data)
-            if plain is None:
+        # The time of the last segment queued now. A segment arriving between this peek and
+        # the reads may be merged into that one and give it its later time: no piece of what
+        # was peeked can have come later than this.
+        peeked = _kernel_time(anc)
+        now, offset = self.clock.wake()
+        if not self.split_reads:
+            sizes = [len(queued)]
+        elif self.records is not None:
+            sizes = self.records.reads(queued)
+        else:
+            sizes = event_reads(queued, self._tail)
+            self._tail = queued[-KEEP_TAIL:]
+        for size in sizes:
+            try:
+                data, anc, _flags, _addr = self.sock.recvmsg(size, ANC_SIZE)
+            except OSError as exc:
+                self._read_failed(exc)
                 return
-            data = plain
-        self._feed(data)
+            kernel = _kernel_time(anc)
+            if kernel is not None and peeked is not None:
+                kernel = min(kernel, peeked)
+            self._stamp = self.clock.place(kernel, now, offset, self._sent)
+            if self._first_stamp is None:
+                self._first_stamp = self._stamp
+            if self.tls is not None:
+                plain = self._decrypt(data)
+                if plain is not None:
+                    self._feed(plain)
+            else:
+                self._feed(data)
+            if self.closed or self._parser is None:
+                return  # failed, stopped, or the response is complete
+
+    def _take_tx_stamps(self) -> None:
+        """Drain the error queue, keeping the latest transmit time (the request's last byte:
+        exchanges on a connection do not overlap)."""
+        while True:
+            try:
+                _d, anc, _f, _a = self.sock.recvmsg(0, ERRQUEUE_ANC_SIZE, socket.MSG_ERRQUEUE)
+            except OSError:  # empty (BlockingIOError) or gone: nothing (more) to take
+                return
+            for level, kind, raw in anc:
+                if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPING:
+                    sec, nsec = _TIMESPEC.unpack_from(raw)
+                    self._tx_kernel = float(sec + nsec * 1e-9)
+
+    def _read_failed(self, exc: OSError) -> None:
+        stale = self.reused and not self._got_bytes
+        self._fail(_StaleConnection() if stale else WireError(f"read failed: {exc}"))
 
     def _feed(self, data: bytes) -> None:
         if self._parser is None:
@@ -121,7 +196,7 @@ class Connection:
     def _decrypt(self, data: bytes) -> bytes | None:
         assert self.tls is not None and self.incoming is not None
         self.incoming.write(data)
-        pieces: list[bytes] = []
+        pieces = []
         while True:
             try:
                 piece = self.tls.read(READ_SIZE)
@@ -176,6 +251,11 @@ class Connection:
             self._finish()
 
     def on_message_complete(self) -> None:
+        if 100 <= self.status < 200 and self.status != 101:
+            # An informational response (100 Continue, 103 Early Hints): the final response
+            # follows on the same connection, through the same parser.
+            self.status = 0
+            return
         self._complete = True
         self._finish()
 
@@ -197,18 +277,30 @@ class Connection:
         self._parser = httptools.HttpResponseParser(self)
         self._sink, self._done = sink, self.loop.create_future()
         self._got_bytes = self._complete = False
+        self._first_stamp = None
         self.status = 0
         if self.tls is not None:
             self.tls.write(data)
             data = self.outgoing.read() if self.outgoing is not None else b""
+        if self.tx_stamps:
+            self._take_tx_stamps()  # earlier sends' (the TLS handshake's)
+            self._tx_kernel = None
         try:
-            sent = self._send(data)
+            sent = self._sent = self._send(data)
         except OSError as exc:
             self.close()
             if self.reused:
                 raise _StaleConnection() from exc
             raise WireError(f"write failed: {exc}") from exc
+        if self.tx_stamps:
+            self._take_tx_stamps()  # on loopback it is there already; else with the reply
         await self._done
+        if self._tx_kernel is not None:
+            # When the request's last byte left, not when this process called send: a
+            # preemption between the two (tens of ms on a starved core) is not latency.
+            now, offset = self.clock.wake()
+            first = self._first_stamp if self._first_stamp is not None else now
+            sent = self.clock.place(self._tx_kernel, first, offset, sent)
         return sent, self._stamp
 
     def _send(self, data: bytes) -> float:
@@ -254,10 +346,20 @@ class _StaleConnection(WireError):
 class Pool:
     """Keep-alive connections per (scheme, host, port); no limit (the runner bounds requests)."""
 
-    def __init__(self, ssl_context: ssl.SSLContext | None = None) -> None:
+    def __init__(
+        self,
+        ssl_context: ssl.SSLContext | None = None,
+        *,
+        clock: KernelClock | None = None,
+        split_reads: bool = True,
+    ) -> None:
+        """``split_reads=False`` reads all that is queued at once, so the events of one read
+        share its last segment's time (cheaper by a syscall per event; for measurement)."""
         self._idle: dict[tuple[str, str, int], list[Connection]] = {}
         self._all: set[Connection] = set()
         self._ssl_context = ssl_context
+        self._split_reads = split_reads
+        self.clock = clock or KernelClock()  # its `steps`: wall-clock steps seen
         self.kernel_stamps = True  # False once a socket refused SO_TIMESTAMPNS
 
     async def post(
@@ -315,17 +417,28 @@ class Pool:
         last: OSError | None = None
         for family, kind, proto, _name, addr in infos:
             sock = socket.socket(family, kind, proto)
-            sock.setblocking(False)
             try:
+                sock.setblocking(False)
                 await loop.sock_connect(sock, addr)
             except OSError as exc:
                 sock.close()
                 last = exc
                 continue
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            self.kernel_stamps = kstamps.enable(sock) and self.kernel_stamps
-            tls = await _handshake(sock, host, self._ssl_context) if scheme == "https" else None
-            conn = Connection(sock, tls)
+            except BaseException:  # cancelled (a timeout) while connecting
+                sock.close()
+                raise
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                self.kernel_stamps = _enable_stamps(sock) and self.kernel_stamps
+                records = TlsRecords()
+                tls = None
+                if scheme == "https":
+                    tls = await _handshake(sock, host, self._ssl_context, records)
+                conn = Connection(sock, tls, self.clock, records, split_reads=self._split_reads)
+                conn.tx_stamps = self.kernel_stamps and _enable_tx_stamps(sock)
+            except BaseException:  # a failed or cancelled handshake
+                sock.close()
+                raise
             self._all.add(conn)
             return conn
         raise ConnectError(f"Cannot connect to {host}:{port}: {last}")
@@ -337,7 +450,23 @@ class Pool:
         self._idle.clear()
 
 
-async def _handshake(sock: socket.socket, host: str, context: ssl.SSLContext | None) -> _Tls:
+_kernel_time = kstamps.kernel_time
+_enable_stamps = kstamps.enable
+
+
+def _enable_tx_stamps(sock: socket.socket) -> bool:
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPING, TX_STAMP_FLAGS)
+    except OSError:
+        return False
+    return True
+
+
+async def _handshake(
+    sock: socket.socket, host: str, context: ssl.SSLContext | None, records: TlsRecords
+) -> _Tls:
+    """The TLS handshake over the socket; ``records`` follows the record boundaries of what
+    it reads, so the connection's reads can end where records end."""
     loop = asyncio.get_running_loop()
     incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
     tls = (context or ssl.create_default_context()).wrap_bio(
@@ -356,11 +485,11 @@ async def _handshake(sock: socket.socket, host: str, context: ssl.SSLContext | N
             data = await loop.sock_recv(sock, READ_SIZE)
             if not data:
                 raise ConnectError(f"TLS handshake with {host}: connection closed")
+            records.reads(data)
             incoming.write(data)
         out = outgoing.read()
         if out:
             await loop.sock_sendall(sock, out)
     except (ssl.SSLError, OSError) as exc:
-        sock.close()
         raise ConnectError(f"TLS handshake with {host} failed: {exc}") from exc
     return tls, incoming, outgoing

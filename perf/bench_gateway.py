@@ -65,6 +65,13 @@ def _content_length(head: bytes) -> int:
 
 
 class _Upstream(asyncio.Protocol):
+    """Every completion: `ttft_s` of silence, then CHUNKS frames CHUNK_GAP_S apart. With
+    `slots`, only that many streams run at once and the rest wait in arrival order: an engine
+    of fixed capacity (slots / (ttft + 15 ms) req/s) with an FCFS waiting queue."""
+
+    ttft_s = 0.0
+    slots: asyncio.Semaphore | None = None
+
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport: Any = transport  # uvloop's transport is not an asyncio.Transport
         self.buffer = b""
@@ -92,8 +99,18 @@ class _Upstream(asyncio.Protocol):
                 self.transport.write(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n")
 
     async def _stream(self) -> None:
+        if self.slots is None:
+            await self._frames()
+            return
+        async with self.slots:
+            await self._frames()
+
+    async def _frames(self) -> None:
         write = self.transport.write
-        write(_HEAD + _FRAME)
+        write(_HEAD)
+        if self.ttft_s:
+            await asyncio.sleep(self.ttft_s)
+        write(_FRAME)
         for _ in range(CHUNKS - 1):
             await asyncio.sleep(CHUNK_GAP_S)
             if self.transport.is_closing():
@@ -102,7 +119,9 @@ class _Upstream(asyncio.Protocol):
         write(_END)
 
 
-async def _serve_upstream(port: int) -> None:
+async def _serve_upstream(port: int, ttft_ms: float = 0.0, slots: int = 0) -> None:
+    _Upstream.ttft_s = ttft_ms / 1000.0
+    _Upstream.slots = asyncio.Semaphore(slots) if slots else None
     loop = asyncio.get_running_loop()
     server = await loop.create_server(_Upstream, "127.0.0.1", port, backlog=1024)
     async with server:
@@ -233,17 +252,20 @@ async def _one(
 
 
 async def _open_loop(
-    session: Any, targets: list[str], rate: float, duration: float
+    session: Any, targets: list[str], rate: float, duration: float, body: bytes | None = None
 ) -> dict[str, dict[str, Any]]:
     """Each target gets `rate` req/s on a fixed schedule; targets are interleaved."""
-    body = json.dumps(
-        {
-            "model": "bench",
-            "messages": [{"role": "user", "content": "hello"}],
-            "stream": True,
-            "max_tokens": CHUNKS,
-        }
-    ).encode()
+    body = (
+        body
+        or json.dumps(
+            {
+                "model": "bench",
+                "messages": [{"role": "user", "content": "hello"}],
+                "stream": True,
+                "max_tokens": CHUNKS,
+            }
+        ).encode()
+    )
     headers = {"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"}
     results: dict[str, list[tuple[float, float | None, bool]]] = {t: [] for t in targets}
     tasks: list[asyncio.Task[None]] = []
@@ -387,6 +409,8 @@ def main() -> int:
     sub = parser.add_subparsers(dest="role")
     up = sub.add_parser("upstream")
     up.add_argument("--port", type=int, required=True)
+    up.add_argument("--ttft-ms", type=float, default=0.0)
+    up.add_argument("--slots", type=int, default=0, help="streams at once (0: unlimited)")
     px = sub.add_parser("proxy")
     px.add_argument("--client", choices=("aiohttp", "httpx"), required=True)
     px.add_argument("--upstream", required=True)
@@ -401,7 +425,7 @@ def main() -> int:
     if args.role == "upstream":
         import uvloop
 
-        uvloop.run(_serve_upstream(args.port))
+        uvloop.run(_serve_upstream(args.port, args.ttft_ms, args.slots))
         return 0
     if args.role == "proxy":
         import uvicorn

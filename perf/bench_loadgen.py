@@ -1,6 +1,6 @@
 """Load generator fidelity and cost (issue 7, part 7). A script, not a test.
 
-    .venv/bin/python perf/bench_loadgen.py [clients] [fidelity] [throughput] [--quick]
+    .venv/bin/python perf/bench_loadgen.py [clients] [fidelity] [throughput] [capture] [--quick]
 
 - clients:    client CPU per streamed token, our wire client vs aiohttp vs httpx, at two
               loads, same SSE decoding (the measurement behind the choice of client).
@@ -10,6 +10,11 @@
               error p50 / p99, split into its receive and send sides.
 - throughput: the most streamed tokens per second one client core sustains with 256-token
               outputs = output tokens / client process CPU seconds (and per wall second).
+- capture:    TTFT and ITL error against a packet capture (tcpdump on loopback, needs root),
+              quiet and starved (two busy loops on the client's core), with the reads the
+              client makes (cut at event ends) and with one read per wake-up (the old way):
+              p50/p99/max over every figure and over those the run presents as wire times,
+              the share of chunks merged, and the client CPU per token of each.
 
 Each server runs as a separate process pinned to core 0; the client (this process) is pinned
 to the other cores. Results print as JSON lines.
@@ -256,6 +261,87 @@ def bench_fidelity(quick: bool) -> None:
         )
 
 
+# --- capture: against the wire -----------------------------------------------------------------
+
+
+def _capture_run(starved: bool, split_reads: bool, quick: bool) -> dict[str, Any]:
+    import functools
+    import tempfile
+
+    import loadgen.runner as runner_module
+    from loadgen import capture
+    from loadgen.wire import Pool as WirePool
+
+    cores = sorted(os.sched_getaffinity(0))
+    server_cores, client_cores = {cores[0]}, {cores[-1]}
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, client_cores)
+    hogs = []
+    runner_module.Pool = functools.partial(WirePool, split_reads=split_reads)  # type: ignore[misc]
+    try:
+        with (
+            tempfile.TemporaryDirectory() as tmp,
+            run_sim_process("m", [], preset=None, cpus=server_cores) as base,
+        ):
+            port = int(base.rsplit(":", 1)[1])
+            if starved:
+                for _ in range(2):
+                    hog = subprocess.Popen([sys.executable, "-c", "while 1: pass"])
+                    os.sched_setaffinity(hog.pid, client_cores)
+                    hogs.append(hog)
+            pcap = Path(tmp) / "run.pcap"
+            with capture.tcpdump(pcap, port, cpus=server_cores):
+                spec = WorkloadSpec(
+                    base_url=f"{base}/v1",
+                    model="m",
+                    concurrency=4,
+                    duration_s=4.0 if quick else 8.0,
+                    max_tokens=32,
+                    prompt_tokens=64,
+                    keep_itl_raw=True,
+                )
+                result = _uvloop_run(run_workload(spec))
+            for hog in hogs:
+                hog.kill()
+                hog.wait()
+            hogs.clear()
+            cmp = capture.compare(result.samples, capture.exchanges(capture.read_pcap(pcap), port))
+    finally:
+        runner_module.Pool = WirePool  # type: ignore[misc]
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+        os.sched_setaffinity(0, before)
+    v, overall = result.validity, result.summary["overall"]
+    gaps = len(cmp.itl_errors)
+    return {
+        "bench": "capture",
+        "client": "starved (2 busy loops on its core)" if starved else "quiet",
+        "reads": "cut at event ends" if split_reads else "one per wake-up",
+        "requests": cmp.matched,
+        "unmatched": cmp.unmatched,
+        "ttft_error_ms": capture.error_ms(cmp.ttft_errors),
+        "itl_error_ms": capture.error_ms(cmp.itl_errors),
+        "ttft_error_presented_ms": capture.error_ms(cmp.ttft_errors_trusted),
+        "itl_error_presented_ms": capture.error_ms(cmp.itl_errors_trusted),
+        "itl_gaps": gaps,
+        "itl_presented_share": round(len(cmp.itl_errors_trusted) / gaps, 3) if gaps else None,
+        "merged_gap_share": round(cmp.merged_gaps / gaps, 4) if gaps else None,
+        "merged_not_by_kernel": cmp.merged_not_by_kernel,
+        "untrusted": sorted(v["untrusted"]),
+        "loop_lag_p99_ms": round((v["loop_lag_p99_s"] or 0) * 1e3, 1),
+        "loop_lag_max_ms": round((v["loop_lag_max_s"] or 0) * 1e3, 1),
+        "client_cpu_us_per_token": round(v["client_cpu_s"] / overall["output_tokens"] * 1e6, 1),
+    }
+
+
+def bench_capture(quick: bool) -> None:
+    # Interleaved, so machine load falls on every variant alike.
+    for starved in (False, True):
+        for split_reads in (True, False):
+            emit(_capture_run(starved, split_reads, quick))
+
+
 # --- throughput per client core ----------------------------------------------------------------
 
 
@@ -296,7 +382,7 @@ def main() -> None:
         "benches",
         nargs="*",
         default=["clients", "fidelity", "throughput"],
-        help="clients, fidelity, throughput",
+        help="clients, fidelity, throughput, capture (not in the default set: needs root)",
     )
     p.add_argument("--quick", action="store_true", help="fewer requests")
     p.add_argument(
@@ -313,6 +399,7 @@ def main() -> None:
             "clients": bench_clients,
             "fidelity": bench_fidelity,
             "throughput": bench_throughput,
+            "capture": bench_capture,
         }[name](args.quick)
 
 

@@ -23,8 +23,12 @@ Dispatcher (scheduler.dispatcher), times are float seconds from a monotonic cloc
                                               # unknown tier or duplicate id: ValueError
     d.poll(now) -> PollResult(released: list[Request],
                               rejected: list[tuple[Request, Rejection]],  # "queue_timeout", 503
-                              next_wakeup: float | None)
-    d.first_token(req_id, now) -> None
+                              next_wakeup: float | None,   # queue timeouts only
+                              promoted: list[str])         # released by the min_share bound
+        # work-conserving: while a slot is free nothing waits (docs/admission.md)
+    d.first_token(req_id, now, *, timed=True) -> None   # timed: a latency sample for the limit
+    d.engine_waiting(count, now) -> None      # the engine's num_requests_waiting, when known
+    d.max_awaiting -> int                     # the awaiting limit in force (scheduler.limiter)
     d.complete(req_id, now) -> bool           # frees the slot; False if not in flight
     d.cancel(req_id, now) -> bool             # queued: leaves the queue; in flight: frees the slot
     d.reconfigure(config, now) -> None        # drops nothing; a removed tier's requests move to
@@ -36,7 +40,9 @@ Asyncio driver (scheduler.driver), for the gateway::
     drv = AsyncDispatcher(dispatcher, clock=time.monotonic)
     ticket = await drv.acquire(req)           # raises Rejected (.rejection, .reason, .status,
                                               #   .retry_after_s); cancellation-safe
-    ticket.first_token(); ticket.release()    # release is idempotent
+    ticket.first_token(timed=True); ticket.release()    # release is idempotent
+    ticket.promoted                           # released by the starvation bound
+    drv.engine_waiting(count)                 # from the agent's /metrics scrape
     async with ticket: ...                    # releases on exit
     drv.reconfigure(config); drv.stats(); drv.start(); await drv.aclose()
 

@@ -63,11 +63,20 @@ class AdaptiveConfig(_Strict):
     tier: str = "online"
 
 
+DEFAULT_MIN_SHARE = 0.05
+Share = Annotated[StrictInt | StrictFloat, Field(allow_inf_nan=False)]
+
+
 class AdmissionConfig(_Strict):
     max_in_flight: PositiveInt | None = None  # None: the caller's default (max_num_seqs or 256)
-    max_awaiting_first_token: PositiveInt = 4
+    # None: adapted to what the gateway observes (scheduler/limiter.py); a number: a hard cap.
+    max_awaiting_first_token: PositiveInt | None = None
     reserved_slots: NonNegativeInt = 0
     pass_priority: StrictBool = True
+    # The starvation bound: every tier with queued requests gets at least this share of the
+    # recent releases, even while a more urgent tier is ready (0: strict priority). Range
+    # checked in _cross_field_errors so the message can say what the bound depends on.
+    min_share: Share = DEFAULT_MIN_SHARE
 
 
 class SchedulerConfig(_Strict):
@@ -255,6 +264,20 @@ def _cross_field_errors(
                     f"must be below max_in_flight ({cap})",
                 )
             )
+        share = admission.get("min_share", DEFAULT_MIN_SHARE)
+        if _is_number(share) and math.isfinite(share):
+            others = max(1, len(queues) - 1)
+            if share < 0:
+                errors.append(FieldError("scheduler.admission.min_share", "must be >= 0"))
+            elif share * others >= 1:
+                # The shares owed to the less urgent tiers must leave some room to the first.
+                errors.append(
+                    FieldError(
+                        "scheduler.admission.min_share",
+                        f"must be below 1 / {others} (one share for each of the {others} "
+                        "less urgent queues)",
+                    )
+                )
     return errors
 
 

@@ -3,6 +3,19 @@
 Nothing here reads a clock or does I/O: every call takes `now` (float seconds, monotonic), so
 the rules can be tested to the microsecond without sleeping.
 
+The release rule, each time `poll` runs, while a slot is free (in-flight under `max_in_flight`
+and awaiting-first-token under its limit, scheduler/limiter.py):
+1. the starvation bound: a tier with queued requests whose share of the last `SHARE_WINDOW`
+   released requests is under `admission.min_share` is owed; the most urgent owed tier
+   releases its oldest request;
+2. else the most urgent ready tier releases a batch (up to `max_batch_size` requests and
+   `max_tokens_per_batch` tokens), stopping early when another tier becomes owed;
+3. else, work conservation: the most urgent tier holding any request releases a batch, ready or
+   not. vLLM batches continuously, so holding a request while a slot is idle buys nothing:
+   below saturation every request goes on arrival, and windows and batch sizes order releases
+   only while the engine is saturated (slots free one by one and rules 1-2 pick who gets them).
+A tier that may not use the reserved slots is skipped while only those are left.
+
 Data layout, chosen so that no decision costs time in proportion to queue depth:
 - each tier holds one FIFO deque per length group; entries are appended in arrival order, so
   the head of each deque is its oldest request and the tier's oldest is the oldest head;
@@ -28,11 +41,12 @@ Choices where DESIGN.md is silent:
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from collections import deque
 
 from scheduler.config import DEFAULT_MAX_IN_FLIGHT, TierConfig
-from scheduler.stats import TierBook, retry_after_s, scheduler_stats
+from scheduler.limiter import AwaitingLimit
+from scheduler.queues import SWEEP_MIN_DEAD, Entry, Flight, TierQueue
+from scheduler.stats import retry_after_s, scheduler_stats
 from scheduler.types import (
     QUEUE_FULL,
     QUEUE_TIMEOUT,
@@ -42,103 +56,7 @@ from scheduler.types import (
     SchedulerStats,
 )
 
-_SWEEP_MIN_DEAD = 64  # below this, dead entries are cheaper to skip than to sweep
-
-
-class _Entry:
-    __slots__ = ("alive", "arrived", "req", "seq", "tier", "tokens")
-
-    def __init__(self, req: Request, arrived: float, seq: int, tier: _Tier) -> None:
-        self.req = req
-        self.arrived = arrived
-        self.seq = seq
-        self.tier = tier
-        self.tokens = req.prompt_tokens + req.max_tokens
-        self.alive = True
-
-
-class _Flight:
-    __slots__ = ("awaiting", "req", "tier")
-
-    def __init__(self, req: Request, tier: _Tier) -> None:
-        self.req = req
-        self.tier = tier
-        self.awaiting = True
-
-
-class _Tier(TierBook):
-    """A queue's configuration, its pending requests and its counters."""
-
-    __slots__ = (
-        "bounds",
-        "dead",
-        "groups",
-        "max_batch",
-        "max_depth",
-        "max_tokens",
-        "rank",
-        "reduced_wait_s",
-        "threshold",
-        "timeout_s",
-        "wait_s",
-    )
-
-    def __init__(self, name: str, config: TierConfig, rank: int) -> None:
-        super().__init__(name)
-        self.rank = rank
-        self.configure(config)
-        self.groups: list[deque[_Entry]] = [deque() for _ in range(len(self.bounds) + 1)]
-        self.dead = 0
-
-    def configure(self, config: TierConfig) -> None:
-        q = config.scheduler.queues[self.name]
-        adaptive = config.scheduler.adaptive
-        self.priority = q.priority
-        self.max_batch = q.max_batch_size
-        self.max_tokens = q.max_tokens_per_batch
-        self.max_depth = q.max_queue_depth
-        self.timeout_s = None if q.queue_timeout_ms is None else q.queue_timeout_ms / 1000.0
-        self.bounds = list(q.length_groups)
-        self.wait_s = q.max_waiting_time_ms / 1000.0
-        self.reduced_wait_s = self.wait_s
-        self.threshold: int | None = None  # None: adaptive rule off for this tier
-        if adaptive.enabled and adaptive.tier == self.name:
-            self.reduced_wait_s = self.wait_s * adaptive.wait_time_reduction_ratio
-            self.threshold = adaptive.online_pressure_threshold
-
-    def effective_wait(self) -> float:
-        if self.threshold is not None and self.depth > self.threshold:
-            return self.reduced_wait_s
-        return self.wait_s
-
-    def oldest(self) -> _Entry | None:
-        best: _Entry | None = None
-        for dq in self.groups:
-            while dq and not dq[0].alive:
-                dq.popleft()
-                self.dead -= 1
-            if dq and (best is None or dq[0].seq < best.seq):
-                best = dq[0]
-        return best
-
-    def ready(self, now: float) -> bool:
-        if self.depth == 0:
-            return False
-        if self.depth >= self.max_batch or self.queued_tokens >= self.max_tokens:
-            return True
-        oldest = self.oldest()
-        return oldest is not None and now >= oldest.arrived + self.effective_wait()
-
-    def adaptive_active(self) -> bool:
-        return self.threshold is not None and self.depth > self.threshold
-
-    def group_of(self, prompt_tokens: int) -> int:
-        return bisect_left(self.bounds, prompt_tokens) if self.bounds else 0
-
-    def sweep(self) -> None:
-        for i, dq in enumerate(self.groups):
-            self.groups[i] = deque(e for e in dq if e.alive)
-        self.dead = 0
+SHARE_WINDOW = 128  # released requests the starvation bound's shares are counted over
 
 
 class Dispatcher:
@@ -148,13 +66,17 @@ class Dispatcher:
         self, config: TierConfig, *, default_max_in_flight: int = DEFAULT_MAX_IN_FLIGHT
     ) -> None:
         self._default_max_in_flight = default_max_in_flight
-        self._queued: dict[str, _Entry] = {}
-        self._flight: dict[str, _Flight] = {}
+        self._queued: dict[str, Entry] = {}
+        self._flight: dict[str, Flight] = {}
         self._awaiting = 0
         self._seq = 0
         self._recent: deque[tuple[str, float, int, int, float]] = deque(maxlen=64)
-        self._tiers: dict[str, _Tier] = {}
-        self._order: list[_Tier] = []
+        self._tiers: dict[str, TierQueue] = {}
+        self._order: list[TierQueue] = []
+        # Tier names of the last SHARE_WINDOW released requests, and how many each holds.
+        self._share_window: deque[str] = deque()
+        self._share_counts: dict[str, int] = {}
+        self.limiter = AwaitingLimit(None, self._default_max_in_flight)
         self._apply(config)
 
     # -- configuration --------------------------------------------------------------------
@@ -164,9 +86,11 @@ class Dispatcher:
         self.config = config
         cap = admission.max_in_flight
         self.max_in_flight = cap if cap is not None else max(1, self._default_max_in_flight)
-        self.max_awaiting = admission.max_awaiting_first_token
+        self.limiter.fixed = admission.max_awaiting_first_token
+        self.limiter.set_ceiling(self.max_in_flight)
         self.reserved = min(admission.reserved_slots, self.max_in_flight - 1)
-        tiers: dict[str, _Tier] = {}
+        self.min_share = float(admission.min_share)
+        tiers: dict[str, TierQueue] = {}
         for rank, name in enumerate(config.tiers_by_urgency()):
             old = self._tiers.get(name)
             if old is not None:
@@ -174,7 +98,7 @@ class Dispatcher:
                 old.configure(config)
                 tiers[name] = old
             else:
-                tiers[name] = _Tier(name, config, rank)
+                tiers[name] = TierQueue(name, config, rank)
         self._tiers = tiers
         self._order = list(tiers.values())
 
@@ -218,20 +142,32 @@ class Dispatcher:
             detail = f"queue {tier.name} is full"
             return Rejection(QUEUE_FULL, 429, retry_after_s(tier, now), detail)
         self._seq += 1
-        entry = _Entry(req, now, self._seq, tier)
+        entry = Entry(req, now, self._seq, tier)
         tier.groups[tier.group_of(req.prompt_tokens)].append(entry)
         tier.depth += 1
         tier.queued_tokens += entry.tokens
         self._queued[req.id] = entry
         return None
 
-    def first_token(self, req_id: str, now: float) -> None:
-        """The engine produced the request's first token: it no longer waits in the engine."""
+    def first_token(self, req_id: str, now: float, *, timed: bool = True) -> None:
+        """The engine produced the request's first token: it no longer waits in the engine.
+        `timed` False (a non-streamed answer counted as started at once): no latency sample."""
         flight = self._flight.get(req_id)
         if flight is not None and flight.awaiting:
             flight.awaiting = False
             self._awaiting -= 1
             flight.tier.awaiting -= 1
+            if timed:
+                self.limiter.sample(now - flight.released_at, now)
+
+    def engine_waiting(self, count: int, now: float) -> None:
+        """The engine's own waiting-queue length (vLLM's `num_requests_waiting`), when known."""
+        self.limiter.engine_waiting(count, now)
+
+    @property
+    def max_awaiting(self) -> int:
+        """The current limit on released requests awaiting their first token."""
+        return self.limiter.value
 
     def complete(self, req_id: str, now: float) -> bool:
         """A released request finished; its slot is free. False when it was not in flight."""
@@ -255,7 +191,7 @@ class Dispatcher:
         tier.queued_tokens -= entry.tokens
         tier.dead += 1
         tier.cancelled += 1
-        if tier.dead > _SWEEP_MIN_DEAD and tier.dead > tier.depth:
+        if tier.dead > SWEEP_MIN_DEAD and tier.dead > tier.depth:
             tier.sweep()
         return True
 
@@ -265,28 +201,63 @@ class Dispatcher:
         """Reject timed-out requests, release what the rules allow, say when to look again."""
         rejected: list[tuple[Request, Rejection]] = []
         released: list[Request] = []
+        promoted: list[str] = []
         for tier in self._order:
             if tier.timeout_s is not None and tier.depth:
                 self._expire(tier, now, rejected)
         flight = self._flight
-        while len(flight) < self.max_in_flight and self._awaiting < self.max_awaiting:
-            chosen: _Tier | None = None
-            for tier in self._order:
-                if tier.depth and tier.ready(now):
-                    chosen = tier
-                    break
+        limit = self.limiter.value
+        while self._queued and len(flight) < self.max_in_flight and self._awaiting < limit:
+            owed = self._owed_tier()
+            if owed is not None:
+                self._release(owed, 1, now, released)
+                promoted.append(released[-1].id)
+                continue
+            chosen = self._chosen_tier(now)
             if chosen is None:
-                break
+                break  # only reserved slots are left and only less urgent tiers wait
             cap = self.max_in_flight - (self.reserved if chosen.rank else 0)
-            room = min(
-                cap - len(self._flight), self.max_awaiting - self._awaiting, chosen.max_batch
-            )
-            if room <= 0:
-                break  # only reserved slots are left and this is not the most urgent tier
+            room = min(cap - len(flight), limit - self._awaiting, chosen.max_batch)
             self._release(chosen, room, now, released)
-        return PollResult(released, rejected, self._next_wakeup(now))
+        if self._queued and len(flight) < self.max_in_flight and self._awaiting >= limit:
+            self.limiter.held_back()
+        return PollResult(released, rejected, self._next_wakeup(now), promoted)
 
-    def _expire(self, tier: _Tier, now: float, out: list[tuple[Request, Rejection]]) -> None:
+    def _has_room(self, tier: TierQueue) -> bool:
+        cap = self.max_in_flight - (self.reserved if tier.rank else 0)
+        return len(self._flight) < cap
+
+    def _owed_tier(self, besides: TierQueue | None = None) -> TierQueue | None:
+        """The most urgent tier with queued requests and a free slot whose share of the recent
+        releases is under `min_share` (the starvation bound), other than `besides`."""
+        if self.min_share <= 0:
+            return None
+        window = len(self._share_window)
+        counts = self._share_counts
+        for tier in self._order:
+            if (
+                tier is not besides
+                and tier.depth
+                and counts.get(tier.name, 0) < self.min_share * window
+                and self._has_room(tier)
+            ):
+                return tier
+        return None
+
+    def _chosen_tier(self, now: float) -> TierQueue | None:
+        """The most urgent ready tier with a free slot, else the most urgent one holding any
+        request (work conservation)."""
+        fallback: TierQueue | None = None
+        for tier in self._order:
+            if not tier.depth or not self._has_room(tier):
+                continue
+            if tier.ready(now):
+                return tier
+            if fallback is None:
+                fallback = tier
+        return fallback
+
+    def _expire(self, tier: TierQueue, now: float, out: list[tuple[Request, Rejection]]) -> None:
         assert tier.timeout_s is not None
         timeout = tier.timeout_s
         for dq in tier.groups:
@@ -301,12 +272,12 @@ class Dispatcher:
                 detail = f"waited over {tier.timeout_s:g} s in queue {tier.name}"
                 out.append((entry.req, Rejection(QUEUE_TIMEOUT, 503, None, detail)))
 
-    def _unqueue(self, entry: _Entry) -> None:
+    def _unqueue(self, entry: Entry) -> None:
         del self._queued[entry.req.id]
         entry.tier.depth -= 1
         entry.tier.queued_tokens -= entry.tokens
 
-    def _release(self, tier: _Tier, room: int, now: float, out: list[Request]) -> None:
+    def _release(self, tier: TierQueue, room: int, now: float, out: list[Request]) -> None:
         if len(tier.groups) == 1:
             order = tier.groups
         else:
@@ -314,6 +285,7 @@ class Dispatcher:
             order = sorted((dq for dq in tier.groups if dq), key=lambda dq: dq[0].seq)
         flight = self._flight
         waits = tier.waits
+        share_rule = self.min_share > 0
         taken = 0
         tokens = 0
         longest = 0
@@ -329,12 +301,16 @@ class Dispatcher:
                 if taken and tokens + entry.tokens > tier.max_tokens:
                     full = True
                     break
+                if taken and share_rule and self._owed_tier(besides=tier) is not None:
+                    full = True  # another tier is owed its share: it goes next
+                    break
                 dq.popleft()
                 self._unqueue(entry)
                 req = entry.req
-                flight[req.id] = _Flight(req, tier)
+                flight[req.id] = Flight(req, tier, now)
                 out.append(req)
                 waits.append(now - entry.arrived)
+                self._count_release(tier.name)
                 taken += 1
                 tokens += entry.tokens
                 prompt_sum += req.prompt_tokens
@@ -349,25 +325,29 @@ class Dispatcher:
         tier.record_release(now, taken, padding)
         self._recent.append((tier.name, now, taken, tokens, padding))
 
+    def _count_release(self, name: str) -> None:
+        window = self._share_window
+        counts = self._share_counts
+        if len(window) == SHARE_WINDOW:
+            gone = window.popleft()
+            counts[gone] -= 1
+        window.append(name)
+        counts[name] = counts.get(name, 0) + 1
+
     def _next_wakeup(self, now: float) -> float | None:
-        """Earliest future instant at which time alone changes a decision: a tier's wait
-        running out, or a queued request timing out. Ready tiers blocked on slots need no
-        timer: a first token, completion or cancel wakes the driver."""
+        """Earliest future instant at which time alone changes a decision: a queued request
+        timing out. Waits running out need no timer: a request waits only while no slot is
+        free, and a first token, completion or cancel wakes the driver when one frees."""
         wakeup: float | None = None
         for tier in self._order:
-            if not tier.depth:
+            if not tier.depth or tier.timeout_s is None:
                 continue
             oldest = tier.oldest()
             if oldest is None:
                 continue
-            if tier.depth < tier.max_batch and tier.queued_tokens < tier.max_tokens:
-                when = oldest.arrived + tier.effective_wait()
-                if when > now and (wakeup is None or when < wakeup):
-                    wakeup = when
-            if tier.timeout_s is not None:
-                when = oldest.arrived + tier.timeout_s
-                if when > now and (wakeup is None or when < wakeup):
-                    wakeup = when
+            when = oldest.arrived + tier.timeout_s
+            if when > now and (wakeup is None or when < wakeup):
+                wakeup = when
         return wakeup
 
     # -- queries --------------------------------------------------------------------------
@@ -394,6 +374,11 @@ class Dispatcher:
     def awaiting_first_token(self) -> int:
         return self._awaiting
 
+    @property
+    def queued(self) -> int:
+        """Requests held in the gateway's queues, all tiers."""
+        return len(self._queued)
+
     def stats(self, now: float) -> SchedulerStats:
         return scheduler_stats(
             now,
@@ -404,4 +389,6 @@ class Dispatcher:
             max_awaiting=self.max_awaiting,
             reserved=self.reserved,
             recent=list(self._recent),
+            shares=self._share_counts,
+            limiter=self.limiter,
         )

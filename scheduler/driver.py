@@ -42,22 +42,27 @@ class Rejected(Exception):
 
 class Ticket:
     """A released request's slot. Call `first_token()` when the first token arrives and
-    `release()` when the response ends (idempotent); `async with` releases on exit."""
+    `release()` when the response ends (idempotent); `async with` releases on exit.
+    `promoted`: released ahead of a more urgent tier by the starvation bound, so the engine
+    should see it with the most urgent tier's priority."""
 
-    __slots__ = ("_driver", "_released", "request")
+    __slots__ = ("_driver", "_released", "promoted", "request")
 
-    def __init__(self, driver: AsyncDispatcher, request: Request) -> None:
+    def __init__(self, driver: AsyncDispatcher, request: Request, promoted: bool = False) -> None:
         self._driver = driver
         self.request = request
+        self.promoted = promoted
         self._released = False
 
     @property
     def released(self) -> bool:
         return self._released
 
-    def first_token(self) -> None:
+    def first_token(self, *, timed: bool = True) -> None:
+        """The first token arrived. `timed` False when it is only counted as started (a
+        non-streamed answer): then it is no sample of the engine's first-token latency."""
         if not self._released:
-            self._driver._first_token(self.request.id)
+            self._driver._first_token(self.request.id, timed)
 
     def release(self) -> None:
         if not self._released:
@@ -137,6 +142,12 @@ class AsyncDispatcher:
     def stats(self) -> SchedulerStats:
         return self.dispatcher.stats(self._clock())
 
+    def engine_waiting(self, count: int) -> None:
+        """The engine's waiting-queue length from its /metrics (vLLM's num_requests_waiting):
+        feeds the adaptive awaiting-first-token limit."""
+        self.dispatcher.engine_waiting(count, self._clock())
+        self._schedule_pump()
+
     @property
     def waiting(self) -> int:
         """Waiters not yet handed a ticket or a rejection."""
@@ -144,8 +155,8 @@ class AsyncDispatcher:
 
     # -- internals ------------------------------------------------------------------------
 
-    def _first_token(self, req_id: str) -> None:
-        self.dispatcher.first_token(req_id, self._clock())
+    def _first_token(self, req_id: str, timed: bool) -> None:
+        self.dispatcher.first_token(req_id, self._clock(), timed=timed)
         self._schedule_pump()
 
     def _complete(self, req_id: str) -> None:
@@ -166,13 +177,14 @@ class AsyncDispatcher:
         now = self._clock()
         result = self.dispatcher.poll(now)
         freed = False
+        promoted = result.promoted
         for req in result.released:
             fut = self._waiters.pop(req.id, None)
             if fut is None or fut.done():
                 # The waiter was cancelled an instant ago: hand the slot straight back.
                 freed = self.dispatcher.cancel(req.id, now) or freed
             else:
-                fut.set_result(Ticket(self, req))
+                fut.set_result(Ticket(self, req, bool(promoted) and req.id in promoted))
         for req, rejection in result.rejected:
             fut = self._waiters.pop(req.id, None)
             if fut is not None and not fut.done():

@@ -10,6 +10,7 @@ import math
 from collections import deque
 from collections.abc import Sequence
 
+from scheduler.limiter import AwaitingLimit
 from scheduler.types import ReleaseRecord, SchedulerStats, TierStats, WaitSummary
 
 WAIT_WINDOW = 1024  # queue waits kept per tier for percentiles
@@ -110,7 +111,11 @@ def scheduler_stats(
     max_awaiting: int,
     reserved: int,
     recent: list[tuple[str, float, int, int, float]],
+    shares: dict[str, int] | None = None,
+    limiter: AwaitingLimit | None = None,
 ) -> SchedulerStats:
+    counts = shares or {}
+    window = sum(counts.values())
     return SchedulerStats(
         now=now,
         in_flight=in_flight,
@@ -134,8 +139,13 @@ def scheduler_stats(
                 rejections=dict(t.rejections),
                 queue_wait=summarise_waits(t.waits),
                 last_padding_ratio=t.last_padding,
+                release_share=counts.get(t.name, 0) / window if window else None,
             )
             for t in tiers
         },
         recent_releases=[ReleaseRecord(*r) for r in recent],
+        awaiting_limit_adaptive=limiter is not None and limiter.adaptive,
+        first_token_baseline_s=limiter.baseline_s(now) if limiter is not None else None,
+        first_token_recent_s=limiter.recent_s if limiter is not None else None,
+        engine_waiting=limiter.engine_reading if limiter is not None else None,
     )

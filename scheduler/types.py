@@ -35,6 +35,10 @@ class PollResult:
     released: list[Request]
     rejected: list[tuple[Request, Rejection]]
     next_wakeup: float | None  # absolute time of the next timer-driven decision, None: no timer
+    # ids of released requests that went ahead of a more urgent tier by the starvation bound
+    # (`admission.min_share`); the gateway sends them with the most urgent tier's engine
+    # priority, or the engine's own priority queue would starve them again.
+    promoted: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +80,7 @@ class TierStats:
     rejections: dict[str, int]
     queue_wait: WaitSummary
     last_padding_ratio: float | None
+    release_share: float | None = None  # share of the recent releases (the starvation bound's)
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +89,11 @@ class SchedulerStats:
     in_flight: int
     awaiting_first_token: int
     max_in_flight: int
-    max_awaiting_first_token: int
+    max_awaiting_first_token: int  # the current limit, adapted or fixed
     reserved_slots: int
     tiers: dict[str, TierStats]
     recent_releases: list[ReleaseRecord] = field(default_factory=list)
+    awaiting_limit_adaptive: bool = False
+    first_token_baseline_s: float | None = None  # the limiter's no-queue first-token latency
+    first_token_recent_s: float | None = None  # its recent (weighted mean) first-token latency
+    engine_waiting: int | None = None  # the engine's last reported waiting count

@@ -15,6 +15,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from console.accounts.models import LAST_USED_RESOLUTION, TOKEN_PREFIX, ApiToken
+from console.audit.choices import Action
 from console.audit.services import record
 from console.core.roles import ADMIN, has_role
 from console.fleet.crypto import sha256_hex
@@ -49,7 +50,7 @@ def create_token(
                 user=user, name=name, sha256=sha256_hex(plaintext), prefix=plaintext[:8]
             )
             record(
-                action="accounts.token.create",
+                action=Action.CREATE,
                 obj=token,
                 after={"name": name, "user": user.get_username(), "prefix": token.prefix},
                 user=by or user,
@@ -75,7 +76,8 @@ def revoke_token(token: ApiToken, by: Any, request: Any = None) -> ApiToken:
         locked.revoked_by = by
         locked.save(update_fields=["revoked_at", "revoked_by"])
         record(
-            action="accounts.token.revoke",
+            action=Action.DELETE,
+            message="revoked",
             obj=locked,
             before={"active": True},
             after={"active": False, "user": locked.user.get_username()},

@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+from django.apps import apps
 from django.conf import settings
 from django.db import models
+from django.urls import NoReverseMatch, reverse
 
 from console.audit.choices import Action
 
@@ -35,3 +37,39 @@ class AuditEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.actor_name or 'system'} {self.action} {self.object_type} {self.object_repr}"
+
+    @property
+    def object_label(self) -> str:
+        """ "endpoint", "tier config version"...: the model's name rather than its label."""
+        try:
+            return str(apps.get_model(self.object_type)._meta.verbose_name)
+        except (LookupError, ValueError):
+            return self.object_type
+
+    def object_url(self) -> str | None:
+        """The page of the object the event is about, where it has one."""
+        name = OBJECT_PAGES.get(self.object_type)
+        if name is None or not self.object_id.isascii() or not self.object_id.isdigit():
+            return None
+        try:
+            if name.startswith("!"):
+                return reverse(name[1:])
+            return reverse(name, args=[int(self.object_id)])
+        except NoReverseMatch:
+            return None
+
+
+# Object types (app_label.model) to the URL name of their page. A leading "!" means a list page
+# without an id (gateway keys have no page of their own).
+OBJECT_PAGES = {
+    "fleet.node": "fleet:node-detail",
+    "fleet.endpoint": "fleet:endpoint-detail",
+    "fleet.gatewaykey": "!fleet:key-list",
+    "tuning.tierconfigversion": "tuning:tierconfig-detail",
+    "tuning.launchprofileversion": "tuning:launchprofile-detail",
+    "tuning.rollout": "tuning:rollout-detail",
+    "bench.benchmarkrun": "bench:run-detail",
+    "bench.runseries": "!bench:run-list",
+    "playground.comparison": "playground:detail",
+    "accounts.apitoken": "!accounts:token-list",
+}

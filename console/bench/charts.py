@@ -199,7 +199,7 @@ def bars_figure(comparison: dict[str, Any]) -> go.Figure:
                 go.Bar(
                     x=tiers,
                     y=values,
-                    name=f"{side} (#{comparison[side.lower()]})",
+                    name=f"{side} ({comparison['side_' + side.lower()]['label']})",
                     legendgroup=side,
                     showlegend=col == 1,
                     marker={"color": SIDE_COLOURS[side]},
@@ -211,7 +211,7 @@ def bars_figure(comparison: dict[str, Any]) -> go.Figure:
     return fig
 
 
-def overlay_cdf_figure(arrays_a: Arrays, arrays_b: Arrays, ids: tuple[int, int]) -> go.Figure:
+def overlay_cdf_figure(arrays_a: Arrays, arrays_b: Arrays, ids: tuple[str, str]) -> go.Figure:
     panels = (("ttft", "TTFT (ms), all tiers"), ("e2e", "E2E latency (ms), all tiers"))
     fig = make_subplots(rows=1, cols=2, subplot_titles=[t for _, t in panels], shared_yaxes=True)
     for side, arrays, run_id in (("A", arrays_a, ids[0]), ("B", arrays_b, ids[1])):
@@ -225,7 +225,7 @@ def overlay_cdf_figure(arrays_a: Arrays, arrays_b: Arrays, ids: tuple[int, int])
                     x=_ms(x),
                     y=y,
                     mode="lines",
-                    name=f"{side} (#{run_id})",
+                    name=f"{side} ({run_id})",
                     legendgroup=side,
                     showlegend=col == 1,
                     line={"color": SIDE_COLOURS[side]},
@@ -245,12 +245,12 @@ def compare_figures(
     telemetry_a: list[dict[str, Any]],
     telemetry_b: list[dict[str, Any]],
 ) -> dict[str, Any]:
-    ids = (comparison["a"], comparison["b"])
+    ids = (comparison["side_a"]["label"], comparison["side_b"]["label"])
     figures = {
         "bars": as_dict(bars_figure(comparison)),
         "cdf": as_dict(overlay_cdf_figure(arrays_a, arrays_b, ids)),
     }
-    series = {**by_node(telemetry_a, f"A #{ids[0]} "), **by_node(telemetry_b, f"B #{ids[1]} ")}
+    series = {**by_node(telemetry_a, f"A {ids[0]} "), **by_node(telemetry_b, f"B {ids[1]} ")}
     if series:
         figures["telemetry"] = as_dict(telemetry_figure(series))
     return figures

@@ -9,12 +9,23 @@ class RunStatus(models.TextChoices):
     PENDING = "pending", "Pending"
     RUNNING = "running", "Running"
     SUCCEEDED = "succeeded", "Succeeded"
+    # Finished, but some requests failed (no more than outcomes.MAX_ERROR_SHARE of them).
+    WITH_ERRORS = "with-errors", "Completed with errors"
     FAILED = "failed", "Failed"
     CANCELLED = "cancelled", "Cancelled"
 
 
 # A run in one of these states will not change again.
-FINISHED = (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED)
+FINISHED = (RunStatus.SUCCEEDED, RunStatus.WITH_ERRORS, RunStatus.FAILED, RunStatus.CANCELLED)
+# Finished with results worth comparing (a failed run may still hold some).
+COMPARABLE = (RunStatus.SUCCEEDED, RunStatus.WITH_ERRORS)
+
+
+class Side(models.TextChoices):
+    """The side of a comparison a run of a series stands on."""
+
+    A = "A", "A (before)"
+    B = "B", "B (after)"
 
 
 class Preset(models.TextChoices):
@@ -29,4 +40,5 @@ class Verdict(models.TextChoices):
     BETTER = "better", "better"
     WORSE = "worse", "worse"
     NO_CLEAR_CHANGE = "no clear change", "no clear change"
+    MIXED = "mixed", "mixed"  # only as a tier's overall verdict: some better, some worse
     NOT_ENOUGH_DATA = "not enough data", "not enough data"

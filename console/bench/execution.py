@@ -1,7 +1,9 @@
 """The I/O shell around the load generator: what the Celery task does with one run.
 
-claim -> snapshot the target -> run_workload (progress and heartbeat written to the row,
-cancel flag read back) -> store samples, summary, time series, validity -> final status.
+claim -> snapshot the target -> reset its prefix cache and read its counters (probes) ->
+run_workload (progress and heartbeat written to the row, cancel flag read back) -> store
+samples, summary, time series, validity, error breakdown, conditions -> final status (from
+the samples: outcomes.py). A series (repeats) is its runs one after another (execute_series).
 The API key is read from the endpoint here, inside the task, and goes nowhere else.
 """
 
@@ -18,9 +20,10 @@ from typing import Any
 from django.db import connections, transaction
 from django.utils import timezone
 
-from console.bench import services
+from console.bench import lifecycle, probes, snapshots
 from console.bench.choices import RunStatus
-from console.bench.models import BenchmarkRun, RequestSample
+from console.bench.models import BenchmarkRun, RequestSample, RunSeries
+from console.bench.outcomes import error_breakdown, run_outcome
 from console.bench.presets import prompts_jsonl
 from loadgen import Progress, RunResult, WorkloadSpec, run_workload
 
@@ -100,19 +103,21 @@ def store_result(run_id: int, result: RunResult) -> None:
 
 def execute_run(run_id: int) -> str:
     """Run one benchmark; returns the final status (or "skipped" when another hand has it)."""
-    if not services.claim(run_id):
+    if not lifecycle.claim(run_id):
         log.info("benchmark %s: not pending any more, nothing to do", run_id)
         return "skipped"
     run = BenchmarkRun.objects.select_related("endpoint", "endpoint__node").get(pk=run_id)
     try:
-        snapshot = services.snapshot_config(run.endpoint)
+        snapshot = snapshots.snapshot_config(run.endpoint)
         BenchmarkRun.objects.filter(pk=run_id).update(config_snapshot=snapshot)
         cancel = threading.Event()
         with tempfile.TemporaryDirectory(prefix="tiergate-bench-") as tmp:
             spec = build_spec(run, Path(tmp))
+            before = probes.before_run(run)
             result = asyncio.run(
                 run_workload(spec, on_progress=_Reporter(run_id, cancel), cancel_event=cancel)
             )
+        conditions = probes.after_run(run, before)
         store_result(run_id, result)
         state = (
             BenchmarkRun.objects.filter(pk=run_id)
@@ -124,22 +129,47 @@ def execute_run(run_id: int) -> str:
             "summary": result.summary,
             "timeseries": result.timeseries,
             "validity": result.validity,
+            "error_breakdown": error_breakdown(result.samples),
+            "conditions": conditions,
             "measured_from": _unix_to_dt(result.window[0]),
             "measured_to": _unix_to_dt(result.window[1]),
             "heartbeat_at": timezone.now(),
         }
         if not cancelled:
             fields["progress_percent"] = 100.0
-        status = RunStatus.CANCELLED if cancelled else RunStatus.SUCCEEDED
-        reason = "cancelled by a user; results cover the requests completed" if cancelled else ""
-        if not services.finish(run_id, status, reason, **fields):
+        if cancelled:
+            status = RunStatus.CANCELLED
+            reason = "cancelled by a user; results cover the requests completed"
+        else:
+            status, reason = run_outcome(result.samples)
+        if not lifecycle.finish(run_id, status, reason, **fields):
             # Already decided elsewhere (e.g. swept as lost): keep its status, keep the results.
             BenchmarkRun.objects.filter(pk=run_id).update(**fields)
         return str(status)
     except BaseException as exc:
         # BaseException: the soft time limit and worker shutdown must leave a final state too.
         log.exception("benchmark %s failed", run_id)
-        services.finish(run_id, RunStatus.FAILED, f"{type(exc).__name__}: {exc}")
+        lifecycle.finish(run_id, RunStatus.FAILED, f"{type(exc).__name__}: {exc}")
         if isinstance(exc, Exception):
             return str(RunStatus.FAILED)
         raise
+
+
+def execute_series(series_ids: list[int]) -> list[str]:
+    """Run the pending runs of these series one at a time, in the order they were made (A B
+    A B ... for a pair), on their targets; stops early when a series is cancelled. A
+    redelivered task goes on where the last one stopped: finished runs are not claimed again."""
+    statuses = []
+    while True:
+        if RunSeries.objects.filter(pk__in=series_ids, cancel_requested=True).exists():
+            break
+        run_id = (
+            BenchmarkRun.objects.filter(series_id__in=series_ids, status=RunStatus.PENDING)
+            .order_by("pk")
+            .values_list("pk", flat=True)
+            .first()
+        )
+        if run_id is None:
+            break
+        statuses.append(execute_run(run_id))
+    return statuses

@@ -14,9 +14,47 @@ from typing import Any
 from django.conf import settings
 from django.db import models
 
-from console.bench.choices import FINISHED, Preset, RunStatus
+from console.bench.choices import FINISHED, Preset, RunStatus, Side
 from loadgen import ItlStats
 from loadgen import RequestSample as LoadgenSample
+
+
+class RunSeries(models.Model):
+    """Repeats of one benchmark: N runs of one endpoint and workload (each with its own salt),
+    so a comparison sees run-to-run variation. Two series made together for an A/B comparison
+    run interleaved (A B A B ...) by one task; `partner` links them."""
+
+    label = models.CharField(max_length=200, blank=True)
+    side = models.CharField(max_length=1, choices=Side.choices, default=Side.A)
+    partner = models.OneToOneField(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    template = models.ForeignKey(
+        "BenchmarkRun", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    repeats = models.PositiveSmallIntegerField()
+    cancel_requested = models.BooleanField(default=False)
+    celery_task_id = models.CharField(max_length=50, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        verbose_name_plural = "run series"
+
+    def __str__(self) -> str:
+        return f"series {self.pk} ({self.repeats} runs) {self.label}".strip()
+
+    @property
+    def display(self) -> str:
+        return str(self)
+
+    @property
+    def ref(self) -> str:
+        """How the compare page and API name it: `s<id>`."""
+        return f"s{self.pk}"
 
 
 class BenchmarkRun(models.Model):
@@ -64,6 +102,14 @@ class BenchmarkRun(models.Model):
     summary = models.JSONField(default=dict, blank=True)
     timeseries = models.JSONField(default=list, blank=True)
     validity = models.JSONField(default=dict, blank=True)
+    # [{"status", "message", "count", "first": {"index", "tier", "send_time"}}], most first.
+    error_breakdown = models.JSONField(default=list, blank=True)
+    # What the run inherited and met: prefix-cache reset, engine hit rate and preemptions over
+    # the run, machine load before and after (probes.py).
+    conditions = models.JSONField(default=dict, blank=True)
+    series = models.ForeignKey(
+        RunSeries, null=True, blank=True, on_delete=models.SET_NULL, related_name="runs"
+    )
 
     class Meta:
         ordering = ["-created_at", "-id"]

@@ -1,4 +1,4 @@
-"""Reading a stored run back: sample arrays per tier, joined telemetry, comparisons, exports."""
+"""Reading a stored run back: sample arrays per tier, joined telemetry, config diff, exports."""
 
 from __future__ import annotations
 
@@ -12,9 +12,7 @@ from typing import Any
 import numpy as np
 from django.utils import timezone
 
-from console.bench.comparison import compare_groups
 from console.bench.models import BenchmarkRun, RequestSample
-from console.core.tiers import tier_sort_key
 from console.fleet.models import TelemetrySample
 from console.tuning.diffs import dict_diff, launch_args_diff, tier_config_diff
 from loadgen.stats import NO_TIER, OVERALL
@@ -94,40 +92,6 @@ def telemetry_rows(run: BenchmarkRun) -> list[dict[str, Any]]:
     ]
 
 
-def compare_runs(
-    a: BenchmarkRun, b: BenchmarkRun, arrays: tuple[Arrays, Arrays] | None = None
-) -> dict[str, Any]:
-    """Per tier (and overall): percentile deltas with verdicts, throughput deltas; the config diff.
-    `arrays`: both runs' sample arrays when the caller has them already (the page charts them
-    too)."""
-    arrays_a, arrays_b = arrays or (sample_arrays(a), sample_arrays(b))
-    tiers = sorted(set(arrays_a) | set(arrays_b), key=tier_sort_key)
-    result: dict[str, Any] = {}
-    for tier in tiers:
-        before = {k: finite(v) for k, v in arrays_a.get(tier, {}).items()}
-        after = {k: finite(v) for k, v in arrays_b.get(tier, {}).items()}
-        sa, sb = (a.summary or {}).get(tier, {}), (b.summary or {}).get(tier, {})
-        result[tier] = {
-            "metrics": [m.as_dict() for m in compare_groups(before, after)],
-            "throughput": {
-                key: {
-                    "before": sa.get(key),
-                    "after": sb.get(key),
-                    "delta": (sb[key] - sa[key])
-                    if sa.get(key) is not None and sb.get(key) is not None
-                    else None,
-                }
-                for key in (
-                    "request_throughput_rps",
-                    "output_throughput_tps",
-                    "goodput_rps",
-                    "error_rate",
-                )
-            },
-        }
-    return {"a": a.pk, "b": b.pk, "tiers": result, "config_diff": config_diff(a, b)}
-
-
 def config_diff(a: BenchmarkRun, b: BenchmarkRun) -> list[dict[str, Any]]:
     """What differs between the two runs' targets and workloads, one row per changed leaf.
     Nodes are paired in order, so a run on node 1 compares with one on node 2."""
@@ -161,7 +125,8 @@ def config_diff(a: BenchmarkRun, b: BenchmarkRun) -> list[dict[str, Any]]:
             for r in dict_diff(na.get("gpu") or {}, nb.get("gpu") or {})
         ]
         rows += [{"path": prefix + path, "old": old, "new": new} for path, old, new in changes]
-    skip = {"base_url", "api_key"}
+    # The salt differs from run to run by design (prefix-cache isolation), not a change.
+    skip = {"base_url", "api_key", "salt"}
     wa = {k: v for k, v in (a.workload or {}).items() if k not in skip}
     wb = {k: v for k, v in (b.workload or {}).items() if k not in skip}
     rows += [{"path": f"workload.{r.path}", "old": r.old, "new": r.new} for r in dict_diff(wa, wb)]

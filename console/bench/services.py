@@ -1,14 +1,15 @@
-"""Workflows of benchmark runs: create, cancel, claim, snapshot, detect lost workers.
+"""User workflows of benchmark runs: validate and create (and enqueue), cancel.
 
-Views, the API, Celery tasks and tests all call these; each status change is a conditional
-UPDATE (hc's sendalerts habit), so racing hands (a redelivered task, a cancel click, the
-lost-worker sweep, the finishing task) never overwrite each other's decision.
+Views, the API and commands call these. The run's state transitions (claim, finish, the
+lost-worker sweep) live in lifecycle.py and the configuration snapshot in snapshots.py, so the
+task and its execution shell never import this module: services -> tasks -> execution ->
+lifecycle, one direction.
 """
 
 from __future__ import annotations
 
+import secrets
 import uuid
-from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import transaction
@@ -20,11 +21,11 @@ from console.audit.services import record
 from console.bench.choices import Preset, RunStatus
 from console.bench.models import BenchmarkRun
 from console.bench.presets import validate_tier_profiles
-from console.fleet.models import Endpoint, Node, TelemetrySample
+from console.bench.tasks import run_benchmark
+from console.celery import app
+from console.fleet.models import Endpoint
 from loadgen import SpecError, WorkloadSpec
 
-# Progress is written about twice a second; a running run silent for this long lost its worker.
-LOST_AFTER = timedelta(seconds=60)
 # Extra seconds a run's Celery time limit allows past its planned duration (storing, slow ends).
 TIME_LIMIT_MARGIN_S = 300
 DEFAULT_TIME_LIMIT_S = 3600
@@ -93,6 +94,7 @@ def create_run(
     label: str = "",
     notes: str = "",
     enqueue: bool = True,
+    series: Any = None,
 ) -> BenchmarkRun:
     """Validate, store a pending run, and queue its task once the transaction commits."""
     model = model or str(workload.get("model") or "") or default_model(endpoint)
@@ -101,6 +103,10 @@ def create_run(
     profiles = validate_tier_profiles(tier_profiles) if tier_profiles else {}
     if profiles:
         workload = {**workload, "tier_mix": {t: p["weight"] for t, p in profiles.items()}}
+    if workload.get("salt") is None:
+        # A fresh salt per run: no run finds an earlier one's prompts in the prefix cache.
+        # An explicit salt (a rerun that must send the very same prompts) is kept; "" is none.
+        workload = {**workload, "salt": new_salt()}
     clean = validate_workload({**workload, "base_url": endpoint.base_url, "model": model})
     with transaction.atomic():
         run = BenchmarkRun.objects.create(
@@ -112,7 +118,8 @@ def create_run(
             label=label,
             notes=notes,
             created_by=user if getattr(user, "is_authenticated", False) else None,
-            celery_task_id=str(uuid.uuid4()),
+            celery_task_id=new_task_id(),
+            series=series,
         )
         record(
             action=Action.RUN,
@@ -127,9 +134,15 @@ def create_run(
     return run
 
 
-def enqueue_run(run: BenchmarkRun) -> None:
-    from console.bench.tasks import run_benchmark
+def new_task_id() -> str:
+    return str(uuid.uuid4())
 
+
+def new_salt() -> str:
+    return f"run-{secrets.token_hex(4)}"
+
+
+def enqueue_run(run: BenchmarkRun) -> None:
     limit = time_limit_s(run.workload)
     run_benchmark.apply_async(
         (run.pk,), task_id=run.celery_task_id, time_limit=limit, soft_time_limit=limit - 10
@@ -160,115 +173,5 @@ def request_cancel(
             action=Action.CANCEL, obj=run, user=user, request=request, message="cancel requested"
         )
     if revoke and run.celery_task_id:
-        from console.celery import app
-
         app.control.revoke(run.celery_task_id)
     return run
-
-
-def claim(run_id: int, now: datetime | None = None) -> bool:
-    """pending -> running, once: a redelivered task finds the run taken and does nothing."""
-    now = now or timezone.now()
-    return (
-        BenchmarkRun.objects.filter(pk=run_id, status=RunStatus.PENDING).update(
-            status=RunStatus.RUNNING,
-            started_at=now,
-            heartbeat_at=now,
-        )
-        == 1
-    )
-
-
-def finish(run_id: int, status: str, reason: str = "", **fields: Any) -> bool:
-    """running -> a final state, unless something else (cancel of a pending run, the lost
-    worker sweep) already decided; returns whether this call decided."""
-    return (
-        BenchmarkRun.objects.filter(pk=run_id, status=RunStatus.RUNNING).update(
-            status=status,
-            status_reason=reason[:500],
-            finished_at=timezone.now(),
-            **fields,
-        )
-        == 1
-    )
-
-
-def mark_lost_runs(now: datetime | None = None, lost_after: timedelta = LOST_AFTER) -> list[int]:
-    """Fail every running run whose task stopped reporting (its worker died or was killed)."""
-    now = now or timezone.now()
-    stale = list(
-        BenchmarkRun.objects.filter(
-            status=RunStatus.RUNNING, heartbeat_at__lt=now - lost_after
-        ).values_list("pk", flat=True)
-    )
-    lost = []
-    for pk in stale:
-        with transaction.atomic():
-            if BenchmarkRun.objects.filter(
-                pk=pk, status=RunStatus.RUNNING, heartbeat_at__lt=now - lost_after
-            ).update(
-                status=RunStatus.FAILED,
-                finished_at=now,
-                status_reason=(
-                    f"worker lost: no progress for over {int(lost_after.total_seconds())} s"
-                ),
-            ):
-                record(
-                    action=Action.UPDATE,
-                    object_type="bench.benchmarkrun",
-                    object_id=str(pk),
-                    object_repr=f"benchmark #{pk}",
-                    message="marked failed: worker lost",
-                )
-                lost.append(pk)
-    return lost
-
-
-def _version_ref(version: Any, content_field: str) -> dict[str, Any] | None:
-    if version is None:
-        return None
-    return {
-        "id": version.pk,
-        "name": version.name,
-        "version": version.version,
-        content_field: getattr(version, content_field),
-    }
-
-
-def node_snapshot(node: Node) -> dict[str, Any]:
-    """What a node ran when the run started: applied versions (the desired ones only stand in
-    while nothing was applied yet), engine flags, GPU model from its latest sample."""
-    last = TelemetrySample.objects.filter(node=node).order_by("-ts").first()
-    gpus = [g.get("name") or "unknown" for g in (last.gpus if last else [])]
-    tier = node.applied_tier_config or node.desired_tier_config
-    profile = node.applied_launch_profile or node.desired_launch_profile
-    return {
-        "id": node.pk,
-        "name": node.name,
-        "mode": node.mode,
-        "agent_version": node.agent_version,
-        "tier_config": _version_ref(tier, "config"),
-        "tier_config_applied": node.applied_tier_config_id is not None,
-        "launch_profile": _version_ref(profile, "args"),
-        "launch_profile_applied": node.applied_launch_profile_id is not None,
-        "engine": {
-            "model": (node.engine or {}).get("model"),
-            "args": (node.engine or {}).get("args", {}),
-            "simulated": node.is_simulated,
-        },
-        "gpu": {"models": gpus, "count": len(gpus), "source": last.gpu_source if last else None},
-    }
-
-
-def snapshot_config(endpoint: Endpoint) -> dict[str, Any]:
-    nodes = [endpoint.node] if endpoint.node is not None else []
-    return {
-        "taken_at": timezone.now().isoformat(),
-        "endpoint": {
-            "id": endpoint.pk,
-            "name": endpoint.name,
-            "kind": endpoint.kind,
-            "base_url": endpoint.base_url,
-        },
-        "nodes": [node_snapshot(n) for n in nodes],
-    }

@@ -1,10 +1,10 @@
-"""Celery tasks of the bench app: thin wrappers over execution and services."""
+"""Celery tasks of the bench app: thin wrappers over execution and lifecycle."""
 
 from __future__ import annotations
 
 from celery import shared_task
 
-from console.bench import execution, services
+from console.bench import execution, lifecycle
 
 
 @shared_task(name="bench.run_benchmark", acks_late=True, ignore_result=True)
@@ -17,4 +17,11 @@ def run_benchmark(run_id: int) -> str:
 @shared_task(name="bench.detect_lost_runs", acks_late=True, ignore_result=True)
 def detect_lost_runs() -> list[int]:
     """Beat, every 30 s: running runs whose progress went quiet are marked failed."""
-    return services.mark_lost_runs()
+    return lifecycle.mark_lost_runs()
+
+
+@shared_task(name="bench.run_series", acks_late=True, ignore_result=True)
+def run_series(series_ids: list[int]) -> list[str]:
+    """Repeats: the series' runs one after another (interleaved for a pair). Idempotent like
+    run_benchmark: each run is claimed, so a redelivery continues with the pending ones."""
+    return execution.execute_series(series_ids)

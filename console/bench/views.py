@@ -12,14 +12,17 @@ from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from console.bench import charts, results, services
-from console.bench.choices import Preset, RunStatus
+from console.bench import charts, repeats, results, services, sides
+from console.bench.choices import COMPARABLE, Preset, RunStatus
 from console.bench.forms import QuickRunForm, RunForm
-from console.bench.models import BenchmarkRun, RequestSample
+from console.bench.models import BenchmarkRun, RequestSample, RunSeries
 from console.bench.presets import PRESETS, preset_workload
+from console.core.ids import parse_id
 from console.core.roles import OPERATOR, VIEWER, has_role, require_role
+from console.core.tiers import tier_sort_key
 from console.fleet.choices import EndpointKind
 from console.fleet.models import Endpoint
 
@@ -28,7 +31,7 @@ RUNS_PER_PAGE = 25
 
 def summary_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
     """The summary's tiers in display order (online, batch, offline, others, overall)."""
-    return [{"tier": tier, **summary[tier]} for tier in sorted(summary, key=results.tier_sort_key)]
+    return [{"tier": tier, **summary[tier]} for tier in sorted(summary, key=tier_sort_key)]
 
 
 @login_required
@@ -39,8 +42,8 @@ def run_list(request: HttpRequest) -> HttpResponse:
     filters = {k: request.GET.get(k, "") for k in ("status", "endpoint", "preset")}
     if filters["status"] in RunStatus.values:
         runs = runs.filter(status=filters["status"])
-    if filters["endpoint"].isdigit():
-        runs = runs.filter(endpoint_id=int(filters["endpoint"]))
+    if filters["endpoint"]:
+        runs = runs.filter(endpoint_id=parse_id(filters["endpoint"], "endpoint"))
     if filters["preset"] in Preset.values:
         runs = runs.filter(preset=filters["preset"])
     page = Paginator(runs, RUNS_PER_PAGE).get_page(request.GET.get("page"))
@@ -139,10 +142,13 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
         )
     others = (
         BenchmarkRun.objects.exclude(pk=run.pk)
-        .filter(status=RunStatus.SUCCEEDED)
+        .filter(status__in=COMPARABLE)
         .order_by("-created_at")
     )
     context["compare_with"] = others[:50]
+    context["default_repeats"] = repeats.DEFAULT_REPEATS
+    if run.series_id:
+        context["series_runs"] = list(run.series.runs.order_by("pk").values_list("pk", "status"))
     return render(request, "bench/run_detail.html", context)
 
 
@@ -197,6 +203,9 @@ def run_export_json(request: HttpRequest, pk: int) -> HttpResponse:
         "summary": run.summary,
         "timeseries": run.timeseries,
         "validity": run.validity,
+        "error_breakdown": run.error_breakdown,
+        "conditions": run.conditions,
+        "series": run.series_id,
         "samples": samples,
     }
     response = JsonResponse(data, json_dumps_params={"indent": 1})
@@ -215,6 +224,50 @@ def run_export_csv(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 @login_required
+@require_POST
+def run_repeat(request: HttpRequest, pk: int) -> HttpResponse:
+    """One click on the run page: N more runs like this one, then the series compared with
+    this run's series (or the run itself)."""
+    require_role(request, OPERATOR)
+    run = _run(pk)
+    try:
+        count = repeats.check_repeats(_int(request.POST.get("repeats"), repeats.DEFAULT_REPEATS))
+    except services.RunError as exc:
+        messages.error(request, f"Cannot repeat: {exc}")
+        return redirect("bench:run-detail", pk=pk)
+    series = repeats.create_series(run, count, request.user, request)
+    messages.info(request, f"{count} repeats of #{run.pk} queued as series {series.pk}.")
+    return redirect("bench:run-detail", pk=series.runs.order_by("pk").first().pk)  # type: ignore[union-attr]
+
+
+@login_required
+@require_POST
+def repeat_pair(request: HttpRequest) -> HttpResponse:
+    """One click on the compare page: both runs repeated N times, interleaved A B A B."""
+    require_role(request, OPERATOR)
+    a_id, b_id = request.POST.get("a", ""), request.POST.get("b", "")
+    back = f"{reverse('bench:compare')}?{urlencode({'a': a_id, 'b': b_id})}"
+    if not (a_id.isdigit() and b_id.isdigit()):
+        messages.error(request, "Repeat needs two runs (a and b).")
+        return redirect(back)
+    a, b = _run(int(a_id)), _run(int(b_id))
+    try:
+        count = repeats.check_repeats(_int(request.POST.get("repeats"), repeats.DEFAULT_REPEATS))
+        series_a, series_b = repeats.create_pair(a, b, count, request.user, request)
+    except services.RunError as exc:
+        messages.error(request, f"Cannot repeat: {exc.message}")
+        return redirect(back)
+    messages.info(request, f"{count} interleaved runs per side queued.")
+    return redirect(f"{reverse('bench:compare')}?a={series_a.ref}&b={series_b.ref}")
+
+
+def _int(raw: str | None, default: int) -> Any:
+    if raw is None or raw == "":
+        return default
+    return int(raw) if raw.strip().isdigit() else raw
+
+
+@login_required
 @require_GET
 def compare(request: HttpRequest) -> HttpResponse:
     require_role(request, VIEWER)
@@ -224,24 +277,43 @@ def compare(request: HttpRequest) -> HttpResponse:
         .select_related("endpoint")
         .order_by("-created_at")[:200]
     )
-    context: dict[str, Any] = {"choices": finished, "a_id": a_id, "b_id": b_id, "comparison": None}
-    if a_id.isdigit() and b_id.isdigit():
-        a, b = _run(int(a_id)), _run(int(b_id))
+    series = RunSeries.objects.order_by("-created_at")[:50]
+    context: dict[str, Any] = {
+        "choices": finished,
+        "series_choices": series,
+        "a_id": a_id,
+        "b_id": b_id,
+        "comparison": None,
+        "can_run": has_role(request.user, OPERATOR),
+        "default_repeats": repeats.DEFAULT_REPEATS,
+    }
+    if a_id and b_id:
+        try:
+            a, b = sides.resolve("a", a_id), sides.resolve("b", b_id)
+        except sides.SideError as exc:
+            messages.error(request, str(exc))
+            return render(request, "bench/compare.html", context, status=400)
+        # Read once: verdicts and charts.
         arrays = (
-            results.sample_arrays(a),
-            results.sample_arrays(b),
-        )  # read once: verdicts and charts
-        comparison = results.compare_runs(a, b, arrays)
+            [results.sample_arrays(r) for r in a.runs],
+            [results.sample_arrays(r) for r in b.runs],
+        )
+        comparison = sides.compare_sides(a, b, arrays)
+        telemetry_a = [row for r in a.runs[:1] for row in results.telemetry_rows(r)]
+        telemetry_b = [row for r in b.runs[:1] for row in results.telemetry_rows(r)]
         context.update(
             {
                 "a": a,
                 "b": b,
                 "comparison": comparison,
-                "tiers": sorted(
-                    comparison["tiers"].items(), key=lambda kv: results.tier_sort_key(kv[0])
-                ),
+                "pair_of_runs": a_id.isdigit() and b_id.isdigit(),
+                "tiers": sorted(comparison["tiers"].items(), key=lambda kv: tier_sort_key(kv[0])),
                 "figures": charts.compare_figures(
-                    comparison, *arrays, results.telemetry_rows(a), results.telemetry_rows(b)
+                    comparison,
+                    sides.pooled(arrays[0]),
+                    sides.pooled(arrays[1]),
+                    telemetry_a,
+                    telemetry_b,
                 ),
                 "diff_json": [
                     {**row, "old": json.dumps(row["old"]), "new": json.dumps(row["new"])}

@@ -7,24 +7,27 @@ from typing import Any
 from django.http import HttpRequest
 from django.urls import NoReverseMatch, reverse
 
-from console.core.roles import role_of
+from console.core.roles import OPERATOR, VIEWER, has_role, role_of
 
-# (label, url name). An entry shows once its app provides the URL name, so each app adds
-# itself to the bar by existing.
-NAV_ITEMS = [
-    ("Fleet", "fleet:node-list"),
-    ("Endpoints", "fleet:endpoint-list"),
-    ("Tier configs", "tuning:tierconfig-list"),
-    ("Launch profiles", "tuning:launchprofile-list"),
-    ("Benchmarks", "bench:run-list"),
-    ("Rollouts", "tuning:rollout-list"),
-    ("Audit", "audit:event-list"),
+# (label, url name, the role that may open it). An entry shows once its app provides the URL
+# name, so each app adds itself to the bar by existing; it shows only to users who may open it.
+NAV_ITEMS: list[tuple[str, str, str]] = [
+    ("Fleet", "fleet:node-list", VIEWER),
+    ("Endpoints", "fleet:endpoint-list", VIEWER),
+    ("Tier configs", "tuning:tierconfig-list", VIEWER),
+    ("Launch profiles", "tuning:launchprofile-list", VIEWER),
+    ("Benchmarks", "bench:run-list", VIEWER),
+    ("Playground", "playground:index", OPERATOR),
+    ("Rollouts", "tuning:rollout-list", VIEWER),
+    ("Audit", "audit:event-list", OPERATOR),
 ]
 
 
-def _nav() -> list[tuple[str, str]]:
+def _nav(user: Any) -> list[tuple[str, str]]:
     items = []
-    for label, name in NAV_ITEMS:
+    for label, name, role in NAV_ITEMS:
+        if role != VIEWER and not has_role(user, role):
+            continue
         try:
             items.append((label, reverse(name)))
         except NoReverseMatch:
@@ -33,7 +36,7 @@ def _nav() -> list[tuple[str, str]]:
 
 
 def navigation(request: HttpRequest) -> dict[str, Any]:
-    items = _nav()
+    items = _nav(getattr(request, "user", None))
     path = getattr(request, "path", "")
     # The active item is the one whose URL is the longest prefix of the current path.
     matches = [url for _label, url in items if path.startswith(url)]

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, HttpResponsePermanentRedirect, JsonResponse
 from django.shortcuts import redirect, render
+from django.templatetags.static import static
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
@@ -32,3 +33,9 @@ def home(request: HttpRequest) -> HttpResponse:
         return redirect(reverse("fleet:node-list"))
     except NoReverseMatch:
         return render(request, "core/home.html")
+
+
+@require_GET
+def favicon(request: HttpRequest) -> HttpResponse:
+    """Browsers ask for /favicon.ico on pages that name no icon (JSON, Swagger's assets)."""
+    return HttpResponsePermanentRedirect(static("tiergate/favicon.svg"))

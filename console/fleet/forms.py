@@ -9,7 +9,7 @@ from django import forms
 from console.core.tiers import SEED_TIERS
 from console.fleet import services
 from console.fleet.choices import EndpointKind
-from console.fleet.models import Endpoint, Node, validate_base_url
+from console.fleet.models import Endpoint, Node, validate_base_url, validate_endpoint_name
 
 
 def _split(text: str) -> list[str]:
@@ -31,11 +31,15 @@ class NodeForm(forms.Form):
 
 
 class EndpointForm(forms.Form):
-    name = forms.CharField(max_length=100)
+    name = forms.CharField(
+        max_length=100,
+        validators=[validate_endpoint_name],
+        help_text="Letters, digits, '.', '_' or '-', e.g. gpu-a-vllm",
+    )
     base_url = forms.CharField(
         max_length=500,
         validators=[validate_base_url],
-        help_text="As the OpenAI SDK takes it, e.g. http://host:8000/v1",
+        help_text="As the OpenAI SDK takes it, ending in /v1, e.g. http://host:8000/v1",
     )
     api_key = forms.CharField(
         required=False,

@@ -24,6 +24,7 @@ from console.audit.services import record
 from console.fleet.crypto import sha256_hex
 from console.fleet.models import GatewayKey, Node, TelemetrySample
 from console.fleet.schemas import HeartbeatIn, SampleIn
+from console.fleet.status import kept_acknowledgements, relevant_errors
 from console.fleet.versions import desired_reply, known_version
 
 
@@ -41,6 +42,7 @@ _BEAT_FIELDS = (
     "applied_tier_config_id",
     "desired_launch_profile_id",
     "applied_launch_profile_id",
+    "acknowledged_errors",
 )
 
 
@@ -171,6 +173,13 @@ def process(node: Node, beat: HeartbeatIn, now: datetime | None = None) -> dict[
     """Store one heartbeat and build the reply. `node` comes from node_for_token."""
     now = now or timezone.now()
     rows = [sample_row(node.pk, s) for s in beat.samples]
+    errors = relevant_errors(
+        {kind: e.model_dump() for kind, e in beat.apply_errors.items()},
+        {
+            "tier_config": node.desired_tier_config_id,
+            "launch_profile": node.desired_launch_profile_id,
+        },
+    )
     applied_tier = known_version(
         "applied_tier_config", beat.applied.tier_config, node.applied_tier_config_id
     )
@@ -181,9 +190,9 @@ def process(node: Node, beat: HeartbeatIn, now: datetime | None = None) -> dict[
         "mode": beat.mode,
         "agent_version": beat.agent_version,
         "listen_url": beat.listen_url,
-        "engine": beat.engine.model_dump(),
+        "engine": beat.engine.model_dump(exclude={"report"}),
         "health": beat.health.model_dump(),
-        "apply_errors": {kind: e.model_dump() for kind, e in beat.apply_errors.items()},
+        "apply_errors": errors,
         "keys_version": beat.keys_version,
         "last_seen_at": now,
         "applied_tier_config_id": applied_tier,
@@ -191,6 +200,14 @@ def process(node: Node, beat: HeartbeatIn, now: datetime | None = None) -> dict[
     }
     if rows:
         changes["last_sample"] = summary_of(max(rows, key=lambda r: r.ts))
+    if node.acknowledged_errors:
+        kept = kept_acknowledgements(node.acknowledged_errors, errors)
+        if kept != node.acknowledged_errors:
+            changes["acknowledged_errors"] = kept
+    if beat.engine.report is not None:
+        changes["engine_report"] = beat.engine.report.model_dump()
+    elif beat.engine.report_digest is None and beat.engine.url:
+        changes["engine_report"] = {}  # the engine has none (attached, or not a Python one)
     keys = keys_for_node(node)
     version = keys_version(keys)
     applied_before = (node.applied_tier_config_id, node.applied_launch_profile_id)
@@ -229,6 +246,8 @@ def process(node: Node, beat: HeartbeatIn, now: datetime | None = None) -> dict[
         "heartbeat_interval_s": follow_up_interval(desired, beat),
         "desired": desired,
         "keys_version": version,
+        # The engine report held: the agent sends its report again only when it differs.
+        "engine_report_digest": (node.engine_report or {}).get("digest"),
     }
     if beat.keys_version != version:
         reply["gateway_keys"] = keys

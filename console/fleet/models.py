@@ -8,6 +8,7 @@ gateway keys are SHA-256 hex digests (crypto.py).
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit
@@ -19,7 +20,8 @@ from django.db.models import Q
 from django.utils import timezone
 
 from console.fleet import crypto
-from console.fleet.choices import EndpointKind, GpuSource, NodeMode, NodeStatus
+from console.fleet.choices import EndpointKind, GpuSource, NodeMode
+from console.fleet.status import node_status, open_errors
 
 
 def validate_base_url(value: str) -> None:
@@ -30,6 +32,29 @@ def validate_base_url(value: str) -> None:
         raise ValidationError("Enter an http:// or https:// URL with a host.")
     if any(ch.isspace() for ch in value):
         raise ValidationError("A URL cannot hold spaces.")
+
+
+ENDPOINT_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+
+
+def validate_endpoint_name(value: str) -> None:
+    """Names go into URLs, env-file prefixes and command lines: no spaces or punctuation."""
+    if not ENDPOINT_NAME_RE.match(value):
+        raise ValidationError(
+            "Use letters, digits, '.', '_' or '-' (no spaces), starting with a letter or digit."
+        )
+
+
+def base_url_hint(value: str) -> str:
+    """A note for a base URL whose path does not end in /v1 (it still works: Tiergate adds
+    /v1, as the OpenAI SDK expects it in the base URL)."""
+    path = urlsplit(value).path.rstrip("/")
+    if path.endswith("/v1"):
+        return ""
+    return (
+        f"The base URL does not end in /v1: requests go to {value.rstrip('/')}/v1/... "
+        "Run the connection doctor to confirm the working form."
+    )
 
 
 # A node that has not heartbeated for this long is shown stale (agents beat every 1-2 s).
@@ -44,7 +69,7 @@ class Endpoint(models.Model):
     kind=external: any other OpenAI-compatible service.
     """
 
-    name = models.CharField(max_length=100, unique=True)
+    name = models.CharField(max_length=100, unique=True, validators=[validate_endpoint_name])
     base_url = models.CharField(
         max_length=500,
         validators=[validate_base_url],
@@ -150,6 +175,9 @@ class Node(models.Model):
     apply_errors = models.JSONField(
         default=dict, blank=True, help_text="Last failed apply per kind"
     )
+    # Errors an operator acknowledged ({kind: the error as reported}): they no longer make the
+    # node degraded; an acknowledgement lapses when the agent stops reporting that error.
+    acknowledged_errors = models.JSONField(default=dict, blank=True)
 
     mode = models.CharField(
         max_length=10, choices=NodeMode.choices, blank=True, default=NodeMode.UNKNOWN
@@ -157,6 +185,11 @@ class Node(models.Model):
     agent_version = models.CharField(max_length=40, blank=True)
     listen_url = models.CharField(max_length=300, blank=True, help_text="Where the gateway answers")
     engine = models.JSONField(default=dict, blank=True, help_text="url, model, simulated, args")
+    engine_report = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="The engine's version and the options its own parser accepts (agent-reported)",
+    )
     health = models.JSONField(default=dict, blank=True, help_text="gateway, engine, detail")
     # The newest sample, copied here so the fleet page needs no telemetry query per node.
     last_sample = models.JSONField(default=dict, blank=True)
@@ -174,17 +207,18 @@ class Node(models.Model):
         return self.name
 
     def status(self, now: datetime | None = None) -> str:
-        if self.last_seen_at is None:
-            return NodeStatus.NEW
-        if (now or timezone.now()) - self.last_seen_at > STALE_AFTER:
-            return NodeStatus.STALE
-        engine = (self.health or {}).get("engine")
-        gateway = (self.health or {}).get("gateway")
-        if engine == "down":
-            return NodeStatus.DOWN
-        if engine != "ok" or gateway != "ok" or self.apply_errors:
-            return NodeStatus.DEGRADED
-        return NodeStatus.HEALTHY
+        """What every page and the API show (console/fleet/status.py)."""
+        return node_status(
+            last_seen_at=self.last_seen_at,
+            health=self.health,
+            open_errors=self.open_apply_errors,
+            now=now or timezone.now(),
+            stale_after_s=STALE_AFTER.total_seconds(),
+        )
+
+    @property
+    def open_apply_errors(self) -> dict[str, Any]:
+        return open_errors(self.apply_errors, self.acknowledged_errors)
 
     @property
     def is_simulated(self) -> bool:

@@ -47,12 +47,37 @@ class HealthIn(_In):
     detail: _text(2000) | None = ""  # type: ignore[valid-type]
 
 
+class EngineOptionIn(_In):
+    """One option of the engine's own argument parser (gpu_agent/engine_probe.py)."""
+
+    flags: list[Annotated[str, Field(max_length=100)]] = Field(default_factory=list, max_length=8)
+    dest: str | None = Field(default=None, max_length=100)
+    kind: Literal["store", "flag", "bool", "append", "positional"] = "store"
+    nargs: int | str | None = None
+    type: Literal["int", "float"] | None = None
+    choices: list[str | int | float | bool | None] | None = Field(default=None, max_length=500)
+
+
+class EngineReportIn(_In):
+    """The engine's version and accepted options; sent until the reply echoes its digest."""
+
+    engine: str = Field(default="", max_length=20)
+    version: str | None = Field(default=None, max_length=100)
+    options: list[EngineOptionIn] = Field(default_factory=list, max_length=2000)
+    error: _text(2000) | None = None  # type: ignore[valid-type]
+    python: str | None = Field(default=None, max_length=300)
+    digest: str = Field(default="", max_length=64)
+
+
 class EngineIn(_In):
     # Null while a managed engine is still starting (its model is not known yet).
     url: str | None = Field(default="", max_length=300)
     model: str | None = Field(default="", max_length=200)
     simulated: bool = False
     args: dict[str, object] = Field(default_factory=dict)
+    version: str | None = Field(default=None, max_length=100)
+    report_digest: str | None = Field(default=None, max_length=64)
+    report: EngineReportIn | None = None
 
 
 class GpuIn(_In):

@@ -11,6 +11,7 @@ records a plaintext secret except the one-time `token` / `key` a creator must se
     update_node(node, user, request=None, **fields) -> Node
     delete_node(node, user, request=None) -> None
     set_desired(nodes, tier_config=None, launch_profile=None, user=None, reason="") -> list[Node]
+    (unsetting desired versions and acknowledging apply errors: console/fleet/desired.py)
     create_gateway_key(name, tiers, default_tier, user, nodes=None, request=None)
         -> (GatewayKey, key)
     revoke_gateway_key(key, user, request=None) -> GatewayKey
@@ -37,7 +38,13 @@ from console.core.tiers import tier_sort_key
 from console.fleet import crypto
 from console.fleet.choices import EndpointKind
 from console.fleet.envfile import parse_env
-from console.fleet.models import Endpoint, GatewayKey, Node, validate_base_url
+from console.fleet.models import (
+    Endpoint,
+    GatewayKey,
+    Node,
+    validate_base_url,
+    validate_endpoint_name,
+)
 from console.fleet.versions import desired_tier_names
 
 ENDPOINT_FIELDS = ("name", "base_url", "models", "default_model", "kind", "node")
@@ -56,8 +63,13 @@ class FleetError(ValueError):
 
 
 def _check_base_url(fields: dict[str, Any]) -> None:
-    """Every write path gets the model's URL rule (forms and serializers check it too, but an
-    env import or a caller in code must not store what a form would refuse)."""
+    """Every write path gets the model's name and URL rules (forms and serializers check them
+    too, but an env import or a caller in code must not store what a form would refuse)."""
+    if "name" in fields:
+        try:
+            validate_endpoint_name(fields["name"])
+        except ValidationError as exc:
+            raise FleetError("name", f"{fields['name']!r}: {exc.messages[0]}") from exc
     if "base_url" in fields:
         try:
             validate_base_url(fields["base_url"])

@@ -18,6 +18,16 @@ urlpatterns = [
     path("nodes/<int:pk>/figure/", views.node_figure, name="node-figure"),
     path("nodes/<int:pk>/rotate-token/", views.node_rotate, name="node-rotate"),
     path("nodes/<int:pk>/delete/", views.node_delete, name="node-delete"),
+    path(
+        "nodes/<int:pk>/unset-desired/<slug:kind>/",
+        views.node_unset_desired,
+        name="node-unset-desired",
+    ),
+    path(
+        "nodes/<int:pk>/acknowledge-error/<slug:kind>/",
+        views.node_acknowledge_error,
+        name="node-acknowledge-error",
+    ),
     path("keys/", key_views.key_list, name="key-list"),
     path("keys/<int:pk>/revoke/", key_views.key_revoke, name="key-revoke"),
     path("endpoints/", endpoint_views.endpoint_list, name="endpoint-list"),

@@ -13,6 +13,7 @@ from django import forms
 from django.core.files.uploadedfile import UploadedFile
 from django.http import QueryDict
 
+from console.tuning.engine_check import check_on_nodes, engine_label, has_report
 from console.tuning.vllm_args import ArgsError, args_to_dict, validate_args
 from scheduler import ConfigError, config_to_dict, parse_config
 
@@ -108,5 +109,28 @@ class LaunchProfileForm(_VersionForm):
     )
     field_order = ["name", "message", "args", "upload"]
 
+    @staticmethod
+    def _managed_nodes() -> list[Any]:
+        from console.fleet.choices import NodeMode
+        from console.fleet.models import Node
+
+        return list(Node.objects.filter(mode=NodeMode.MANAGED).order_by("name"))
+
+    def engine_coverage(self) -> dict[str, list[str]]:
+        """For the page: the managed nodes whose engine report the profile is checked against
+        (with their engine), and those checked with the built-in rules only."""
+        nodes = self._managed_nodes()
+        return {
+            "checked": [
+                f"{n.name} ({engine_label(n.engine_report)})" for n in nodes if has_report(n)
+            ],
+            "unchecked": [n.name for n in nodes if not has_report(n)],
+        }
+
     def _normalised(self, document: Any) -> dict[str, Any]:
-        return args_to_dict(validate_args(document))
+        args = validate_args(document)
+        # Then against the parsers of the engines that may run it (engine_check.py).
+        check = check_on_nodes(args, self._managed_nodes())
+        if check.errors:
+            raise ArgsError(check.errors)
+        return args_to_dict(args)

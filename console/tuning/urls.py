@@ -27,6 +27,12 @@ urlpatterns = [
         name="tierconfig-download",
     ),
     path(
+        "tier-configs/<int:pk>/configmap/",
+        views.version_configmap,
+        {"kind": TIER_CONFIG},
+        name="tierconfig-configmap",
+    ),
+    path(
         "launch-profiles/", views.version_list, {"kind": LAUNCH_PROFILE}, name="launchprofile-list"
     ),
     path(
@@ -46,6 +52,12 @@ urlpatterns = [
         views.version_download,
         {"kind": LAUNCH_PROFILE},
         name="launchprofile-download",
+    ),
+    path(
+        "launch-profiles/<int:pk>/configmap/",
+        views.version_configmap,
+        {"kind": LAUNCH_PROFILE},
+        name="launchprofile-configmap",
     ),
     path(
         "launch-profiles/<int:pk>/kubernetes/",

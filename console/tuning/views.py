@@ -13,18 +13,20 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.db.models import Count, Max
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
 
+from console.core.ids import optional_id, parse_id
 from console.core.roles import OPERATOR, VIEWER, has_role, require_role
 from console.tuning import services
+from console.tuning.configmaps import render_configmap
 from console.tuning.diffs import display_rows
 from console.tuning.forms import LaunchProfileForm, TierConfigForm
 from console.tuning.kube import dns_name, render_yaml
 from console.tuning.models import LaunchProfileVersion, TierConfigVersion, VersionedDocument
 from console.tuning.vllm_args import default_args
-from scheduler import ConfigError, config_to_dict, default_config
+from scheduler import ConfigError, TierConfig, config_to_dict, default_config
 
 NAMES_PER_PAGE = 20
 VERSIONS_PER_GROUP = 10
@@ -62,6 +64,10 @@ class Kind:
     @property
     def download_name(self) -> str:
         return self.url("download")
+
+    @property
+    def configmap_name(self) -> str:
+        return self.url("configmap")
 
 
 TIER_CONFIG = Kind(
@@ -149,9 +155,7 @@ def version_detail(request: HttpRequest, kind: Kind, pk: int) -> HttpResponse:
     against = previous
     raw = request.GET.get("against", "")
     if raw:
-        if not raw.isdigit():
-            raise Http404("no such version")
-        against = get_object_or_404(kind.model, pk=int(raw))
+        against = get_object_or_404(kind.model, pk=parse_id(raw, "against"))
     others = kind.model.objects.exclude(pk=obj.pk).order_by("name", "-version")[:DIFF_CHOICES]
     context: dict[str, Any] = {
         "kind": kind,
@@ -174,8 +178,9 @@ def version_detail(request: HttpRequest, kind: Kind, pk: int) -> HttpResponse:
 def version_create(request: HttpRequest, kind: Kind) -> HttpResponse:
     require_role(request, OPERATOR)
     source: VersionedDocument | None = None
-    if request.GET.get("from", "").isdigit():
-        source = kind.model.objects.filter(pk=int(request.GET["from"])).first()
+    source_id = optional_id(request.GET.get("from"), "from")
+    if source_id is not None:
+        source = kind.model.objects.filter(pk=source_id).first()
     if request.method == "POST":
         form = kind.form(request.POST, request.FILES)
         if form.is_valid():
@@ -197,9 +202,11 @@ def version_create(request: HttpRequest, kind: Kind) -> HttpResponse:
         form = kind.form(
             initial={"name": source.name if source else "", kind.field: _pretty(start)}
         )
-    return render(
-        request, "tuning/version_form.html", {"kind": kind, "form": form, "source": source}
-    )
+    context: dict[str, Any] = {"kind": kind, "form": form, "source": source}
+    if kind is TIER_CONFIG:
+        # The form editor builds its fields from the schema the scheduler validates with.
+        context["tier_schema"] = TierConfig.model_json_schema()
+    return render(request, "tuning/version_form.html", context)
 
 
 def _attachment(body: str, content_type: str, filename: str) -> HttpResponse:
@@ -218,6 +225,19 @@ def version_download(request: HttpRequest, kind: Kind, pk: int) -> HttpResponse:
         _pretty(_document(obj)) + "\n",
         "application/json",
         f"{dns_name(obj.name)}-v{obj.version}.json",
+    )
+
+
+@login_required
+@require_GET
+def version_configmap(request: HttpRequest, kind: Kind, pk: int) -> HttpResponse:
+    """The version as a Kubernetes ConfigMap (what the Git mirror commits)."""
+    require_role(request, VIEWER)
+    obj = get_object_or_404(kind.model.objects.select_related("author"), pk=pk)
+    return _attachment(
+        render_configmap(obj),
+        "application/yaml",
+        f"{dns_name(obj.name)}-v{obj.version}-configmap.yaml",
     )
 
 

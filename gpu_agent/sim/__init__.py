@@ -12,7 +12,9 @@ server (the Starlette app).
 vLLM's routes: POST /v1/chat/completions, POST /v1/completions (stream and not, with
 ``stream_options.include_usage``, ``max_tokens`` / ``max_completion_tokens``, ``ignore_eos``,
 ``temperature`` (accepted, output is deterministic) and vLLM's ``priority``, honoured under
-``--scheduling-policy priority`` and ignored under fcfs), GET /v1/models, /health, /metrics.
+``--scheduling-policy priority`` and ignored under fcfs), GET /v1/models, /health, /metrics,
+and POST /reset_prefix_cache (vLLM offers it under ``VLLM_SERVER_DEV_MODE=1``; the simulator
+always does): cached blocks no request holds are forgotten, so the next run starts cold.
 A request may carry an ``x-request-id`` header; the response echoes it in ``x-request-id`` and
 its ``id`` is ``chatcmpl-<request id>`` (``cmpl-`` for completions). Without the header the
 simulator assigns ``sim-<n>``.

@@ -89,6 +89,7 @@ PRESETS: dict[str, HardwareProfile] = {
 }
 DEFAULT_PRESET = "llama-8b-h100-80g"
 SCHEDULING_POLICIES = ("fcfs", "priority")
+REASONING_FIELDS = ("reasoning_content", "reasoning")
 
 
 @dataclass(frozen=True)
@@ -118,6 +119,10 @@ class SimConfig:
     sim_seed: int = 0
     eos_mean_tokens: int = 256
     wire_timestamps: bool = False
+    # Chat answers that think first: this many output tokens as reasoning deltas, in vLLM's
+    # field (`reasoning_content`; newer releases name it `reasoning`).
+    reasoning_tokens: int = 0
+    reasoning_field: str = "reasoning_content"
 
     @property
     def model_name(self) -> str:
@@ -184,6 +189,21 @@ def build_parser() -> argparse.ArgumentParser:
         help="mean output length when ignore_eos is false",
     )
     serve.add_argument(
+        "--sim-reasoning-tokens",
+        type=int,
+        default=0,
+        metavar="N",
+        help="chat answers start with N reasoning tokens (delta.reasoning_content), as a "
+        "thinking model behind a --reasoning-parser does; a request's chat_template_kwargs "
+        "enable_thinking=false turns it off",
+    )
+    serve.add_argument(
+        "--sim-reasoning-field",
+        choices=REASONING_FIELDS,
+        default=REASONING_FIELDS[0],
+        help="the delta field reasoning goes in (vLLM renamed reasoning_content to reasoning)",
+    )
+    serve.add_argument(
         "--sim-wire-timestamps",
         action="store_true",
         help="record each request's kernel receive time for /sim/v1/requests (runs the "
@@ -235,6 +255,8 @@ def parse_args(argv: list[str] | None = None) -> SimConfig:
         fail("--sim-time-scale must be a positive number")
     if args.sim_eos_mean_tokens < 1:
         fail("--sim-eos-mean-tokens must be at least 1")
+    if args.sim_reasoning_tokens < 0:
+        fail("--sim-reasoning-tokens must be zero or more")
     for field in fields(HardwareProfile):
         value = getattr(args, "sim_" + field.name)
         if value is None:
@@ -275,6 +297,8 @@ def parse_args(argv: list[str] | None = None) -> SimConfig:
         sim_seed=args.seed if args.sim_seed is None else args.sim_seed,
         eos_mean_tokens=args.sim_eos_mean_tokens,
         wire_timestamps=args.sim_wire_timestamps,
+        reasoning_tokens=args.sim_reasoning_tokens,
+        reasoning_field=args.sim_reasoning_field,
     )
     if config.num_gpu_blocks < 1:
         fail(

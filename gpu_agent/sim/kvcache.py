@@ -100,3 +100,17 @@ class KVCache:
             if block_hash not in self._by_hash:
                 self._by_hash[block_hash] = block_id
             self._hash_of[block_id] = block_hash
+
+    def reset_prefix_cache(self) -> int:
+        """Forget the hashes of every block no request holds (vLLM's reset_prefix_cache);
+        blocks in use keep theirs, since their requests still read them. Returns how many
+        cached blocks were forgotten."""
+        forgotten = 0
+        for block_id in self._free:
+            block_hash = self._hash_of[block_id]
+            if block_hash is not None:
+                self._hash_of[block_id] = None
+                if self._by_hash.get(block_hash) == block_id:
+                    del self._by_hash[block_hash]
+                forgotten += 1
+        return forgotten

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+import zlib
+from dataclasses import dataclass, field
 from typing import Any
 
+from gpu_agent.sim.answers import AnswerShape, ShapeError, thinking_enabled, tool_to_call
 from gpu_agent.sim.config import SimConfig
-from gpu_agent.sim.tokens import encode, render_chat
+from gpu_agent.sim.tokens import encode, output_text, render_chat
 
 
 class ApiError(Exception):
@@ -44,6 +46,7 @@ class CompletionParams:
     ignore_eos: bool
     priority: int
     temperature: float
+    shape: AnswerShape = field(default_factory=AnswerShape)  # reasoning, tool calls (chat)
 
 
 def _optional_int(body: dict[str, Any], name: str, minimum: int | None) -> int | None:
@@ -154,6 +157,16 @@ def parse_completion(body: Any, config: SimConfig, chat: bool) -> CompletionPara
         raise ApiError(
             400, "Stream options can only be defined when `stream=True`.", "stream_options"
         )
+    shape = AnswerShape()
+    if chat:
+        try:
+            tool = tool_to_call(body)
+        except ShapeError as exc:
+            raise ApiError(400, str(exc), exc.param) from exc
+        thinking = config.reasoning_tokens if thinking_enabled(body) else 0
+        if tool is not None or thinking:
+            call_id = f"chatcmpl-tool-{zlib.crc32(json.dumps(body).encode()):08x}"
+            shape = AnswerShape(thinking, config.reasoning_field, tool, call_id)
     return CompletionParams(
         chat=chat,
         model=model,
@@ -164,35 +177,44 @@ def parse_completion(body: Any, config: SimConfig, chat: bool) -> CompletionPara
         ignore_eos=_optional_bool(body, "ignore_eos"),
         priority=_optional_int(body, "priority", None) or 0,
         temperature=float(temperature),
+        shape=shape,
     )
 
 
-def usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
-    return {
+def usage(
+    prompt_tokens: int, completion_tokens: int, shape: AnswerShape | None = None
+) -> dict[str, Any]:
+    out: dict[str, Any] = {
         "prompt_tokens": prompt_tokens,
         "completion_tokens": completion_tokens,
         "total_tokens": prompt_tokens + completion_tokens,
     }
+    details = shape.usage_details(completion_tokens) if shape is not None else None
+    if details is not None:
+        out["completion_tokens_details"] = details
+    return out
 
 
 def full_response(
     params: CompletionParams,
     response_id: str,
     created: int,
-    text: str,
+    token_ids: list[int],
     finish_reason: str,
     prompt_tokens: int,
     completion_tokens: int,
 ) -> dict[str, Any]:
+    shape = params.shape
     if params.chat:
         choice: dict[str, Any] = {
             "index": 0,
-            "message": {"role": "assistant", "content": text},
+            "message": shape.message(token_ids),
             "logprobs": None,
-            "finish_reason": finish_reason,
+            "finish_reason": shape.finish_reason(finish_reason),
         }
         kind = "chat.completion"
     else:
+        text = output_text(token_ids, True)
         choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason}
         kind = "text_completion"
     return {
@@ -201,7 +223,7 @@ def full_response(
         "created": created,
         "model": params.model,
         "choices": [choice],
-        "usage": usage(prompt_tokens, completion_tokens),
+        "usage": usage(prompt_tokens, completion_tokens, shape),
     }
 
 
@@ -223,6 +245,7 @@ class ChunkWriter:
         closing = "}," if params.chat else ","
         self._token_prefix = f'data: {head},"choices":[{opening}'
         self._token_suffix = f'{closing}"logprobs":null,"finish_reason":null}}]}}\n\n'
+        self._emitted = 0  # output tokens sent so far
 
     def _event(self, payload: dict[str, Any]) -> bytes:
         return b"data: " + json.dumps(payload, separators=(",", ":")).encode() + b"\n\n"
@@ -236,6 +259,21 @@ class ChunkWriter:
         }
         return self._event({**self.head, "choices": [choice]})
 
+    def tokens(self, token_ids: list[int], finish_reason: str | None) -> bytes:
+        """The chunk(s) of one delivery of output tokens."""
+        emitted, shape = self._emitted, self.params.shape
+        self._emitted += len(token_ids)
+        if shape.plain:
+            return self.token(output_text(token_ids, emitted == 0), finish_reason)
+        deltas = shape.deltas(token_ids, emitted, finish_reason is not None)
+        events = []
+        for index, delta in enumerate(deltas):
+            last = index == len(deltas) - 1
+            reason = shape.finish_reason(finish_reason) if last and finish_reason else None
+            choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": reason}
+            events.append(self._event({**self.head, "choices": [choice]}))
+        return b"".join(events)
+
     def token(self, text: str, finish_reason: str | None) -> bytes:
         if finish_reason is None:
             return (self._token_prefix + json.dumps(text) + self._token_suffix).encode()
@@ -248,9 +286,8 @@ class ChunkWriter:
         return self._event({**self.head, "choices": [choice]})
 
     def usage(self, prompt_tokens: int, completion_tokens: int) -> bytes:
-        return self._event(
-            {**self.head, "choices": [], "usage": usage(prompt_tokens, completion_tokens)}
-        )
+        totals = usage(prompt_tokens, completion_tokens, self.params.shape)
+        return self._event({**self.head, "choices": [], "usage": totals})
 
     @staticmethod
     def done() -> bytes:

@@ -26,7 +26,6 @@ from gpu_agent.sim.protocol import (
     parse_completion,
 )
 from gpu_agent.sim.runner import EngineRunner, Tracked
-from gpu_agent.sim.tokens import output_text
 
 PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -101,6 +100,12 @@ def create_app(config: SimConfig) -> Starlette:
     async def prometheus(request: Request) -> Response:
         return Response(metrics.exposition(), media_type=PROMETHEUS_TEXT)
 
+    async def reset_prefix_cache(request: Request) -> Response:
+        # vLLM (VLLM_SERVER_DEV_MODE=1) answers 200 with an empty body; the engine loop runs
+        # on this event loop, so the cache is never touched mid-step.
+        runner.engine.kv.reset_prefix_cache()
+        return Response(status_code=200)
+
     async def gpu(request: Request) -> Response:
         return JSONResponse(runner.gpu())
 
@@ -118,6 +123,7 @@ def create_app(config: SimConfig) -> Starlette:
         Route("/v1/models", models),
         Route("/health", health),
         Route("/metrics", prometheus),
+        Route("/reset_prefix_cache", reset_prefix_cache, methods=["POST"]),
         Route("/sim/v1/gpu", gpu),
         Route("/sim/v1/requests", sim_requests),
     ]
@@ -163,7 +169,7 @@ class EventStream:
                 token_ids, reason = await tracked.queue.get()
                 if not token_ids and reason == "abort":
                     return
-                chunk = writer.token(output_text(token_ids, first), reason)
+                chunk = writer.tokens(token_ids, reason)
                 if first:
                     tracked.first_token_sent_time = time.time()  # the write happens in send
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
@@ -191,13 +197,13 @@ async def _collect(
     params: CompletionParams,
     headers: dict[str, str],
 ) -> Response:
-    async def drain() -> str:
-        pieces: list[str] = []
+    async def drain() -> list[int]:
+        output: list[int] = []
         while True:
             token_ids, reason = await tracked.queue.get()
-            pieces.append(output_text(token_ids, not pieces))
+            output.extend(token_ids)
             if reason is not None:
-                return "".join(pieces)
+                return output
 
     collector = asyncio.ensure_future(drain())
     watcher = asyncio.ensure_future(_wait_disconnect(request))

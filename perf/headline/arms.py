@@ -19,6 +19,7 @@ from perf.headline.workload import (
     TIERS,
     arm_spec,
     engine_flags,
+    with_admission,
 )
 
 
@@ -47,6 +48,10 @@ def standard_arms() -> list[Arm]:
         Arm("d", "gateway-seed-priority",
             "gateway (seed 000 tiers), engine priority, priority passed through", "priority",
             SEED_TIER_CONFIG),
+        # Issue 16: the starvation bound raised so that offline gets its arrival share.
+        Arm("f", "gateway-share-priority",
+            "gateway (seed 000 tiers, admission.min_share 0.1), engine priority", "priority",
+            with_admission(SEED_TIER_CONFIG, min_share=0.1)),
     ]  # fmt: skip
 
 

@@ -110,6 +110,7 @@ class FakeConsole:
     keys_version: str = ""
     gateway_keys: list[dict[str, Any]] = field(default_factory=list)
     interval_s: float = 0.2
+    engine_report_digest: str | None = None  # echoed as a console that holds that report
     _runner: web.AppRunner | None = None
 
     @property
@@ -138,6 +139,7 @@ class FakeConsole:
             "heartbeat_interval_s": self.interval_s,
             "desired": desired,
             "keys_version": self.keys_version,
+            "engine_report_digest": self.engine_report_digest,
         }
         if body.get("keys_version") != self.keys_version:
             reply["gateway_keys"] = self.gateway_keys

@@ -39,13 +39,14 @@ def agent(sim_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ag
 @pytest.fixture(scope="session")
 def tight_agent(sim_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentProcess]:
     """One request at the engine at a time, so the queue order is visible; a "small" tier
-    that holds one queued request."""
+    that holds one queued request, a "brief" one whose requests wait 200 ms at most."""
     tmp = tmp_path_factory.mktemp("tight")
     config = tier_config(
         {"max_in_flight": 1, "max_awaiting_first_token": 1},
         small=queue(4, max_queue_depth=1),
+        brief=queue(5, queue_timeout_ms=200),
     )
-    keys = [{**KEYS[0], "tiers": ["online", "batch", "offline", "small"]}]
+    keys = [{**KEYS[0], "tiers": ["online", "batch", "offline", "small", "brief"]}]
     args = standalone_args(tmp, sim_url, config)
     write_json(tmp / "keys.json", keys)
     with start_agent(args, tmp / "agent.log") as proc:

@@ -122,7 +122,8 @@ async def test_an_engine_that_refuses_priority_is_retried_without_it(tmp_path: P
         agent = await asyncio.to_thread(start_agent, args, tmp_path / "agent.log")
         try:
             headers = {"Authorization": f"Bearer {ALL_KEY}", "X-Tiergate-Tier": "batch"}
-            body = {"model": MODEL, "messages": [{"role": "user", "content": "x"}]}
+            # The client's own priority never reaches the engine, before or after the refusal.
+            body = {"model": MODEL, "messages": [{"role": "user", "content": "x"}], "priority": -9}
             async with httpx.AsyncClient(timeout=10) as client:
                 for _ in range(2):
                     response = await client.post(

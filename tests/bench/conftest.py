@@ -3,6 +3,7 @@ Endpoint pointing at it, and helpers to make runs."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -51,10 +52,8 @@ class Gateway:
     model: str
 
 
-@pytest.fixture(scope="session")
-def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
-    """`python -m gpu_agent` in standalone mode in front of a tiny-test simulator."""
-    tmp = tmp_path_factory.mktemp("bench-agent")
+@contextlib.contextmanager
+def _gateway(tmp: Path, sim_args: tuple[str, ...], preset: str | None) -> Iterator[Gateway]:
     keys = tmp / "keys.json"
     keys.write_text(
         json.dumps(
@@ -71,13 +70,31 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
     tiers = tmp / "tiers.json"
     tiers.write_text(json.dumps(TIER_CONFIG))
     with (
-        run_sim_process(MODEL, ("--max-num-seqs", "64")) as sim_url,
+        run_sim_process(MODEL, sim_args, preset=preset) as sim_url,
         start_agent_process(
             ["--engine-url", sim_url, "--tier-config", str(tiers), "--keys", str(keys)],
             tmp / "agent.log",
         ) as agent,
     ):
         yield Gateway(agent.url, GATEWAY_KEY, MODEL)
+
+
+@pytest.fixture(scope="session")
+def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
+    """`python -m gpu_agent` in standalone mode in front of a tiny-test simulator."""
+    with _gateway(
+        tmp_path_factory.mktemp("bench-agent"), ("--max-num-seqs", "64"), "tiny-test"
+    ) as gw:
+        yield gw
+
+
+@pytest.fixture(scope="session")
+def gpu_like_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
+    """The same in front of the simulator's 8B-on-H100 model with prefix caching: steps of
+    several ms, so latencies are the engine's and not the loaded test machine's."""
+    flags = ("--max-num-seqs", "64", "--enable-prefix-caching")
+    with _gateway(tmp_path_factory.mktemp("bench-agent-8b"), flags, None) as gw:
+        yield gw
 
 
 @pytest.fixture

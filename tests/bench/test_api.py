@@ -228,7 +228,15 @@ def test_compare_returns_per_tier_verdicts_and_the_config_diff(
         "ttft_p50"
     ] == "better"
     flat = api(viewer).get(f"{URL}compare/", {"a": a.pk, "b": same.pk}).json()
-    assert {m["verdict"] for m in flat["tiers"]["overall"]["metrics"]} == {"no clear change"}
+    latency = [m for m in flat["tiers"]["overall"]["metrics"] if not m["higher_is_better"]]
+    assert {m["verdict"] for m in latency} == {"no clear change"}
+    # One run a side: no interval for throughput, and every verdict is provisional.
+    throughput = [m for m in flat["tiers"]["overall"]["metrics"] if m["higher_is_better"]]
+    assert {m["verdict"] for m in throughput} == {"not enough data"}
+    assert flat["provisional"] and all(m["provisional"] for m in latency)
+    assert flat["tiers"]["overall"]["overall"] == "no clear change"
+    assert any("same configuration and workload" in w for w in flat["warnings"])
+    assert any("Provisional" in w for w in flat["warnings"])
     assert "b" in api(viewer).get(f"{URL}compare/", {"a": a.pk}).json()
     assert "b" in api(viewer).get(f"{URL}compare/", {"a": a.pk, "b": 99999}).json()
 

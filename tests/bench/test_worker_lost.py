@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from console.bench import execution, services, tasks
+from console.bench import execution, lifecycle, services, tasks
 from console.bench.choices import RunStatus
 from console.bench.models import BenchmarkRun
 from tests.bench.conftest import ROOT
@@ -103,12 +103,12 @@ def test_the_sweep_uses_the_heartbeat_age(transactional_db: None, endpoint: Any)
         endpoint=endpoint, enqueue=False, workload={"concurrency": 1, "requests": 1}
     )
     now = timezone.now()
-    assert services.claim(run.pk, now=now)
-    assert not services.claim(run.pk, now=now)
-    assert services.mark_lost_runs(now=now + timedelta(seconds=59)) == []
-    assert services.mark_lost_runs(now=now + timedelta(seconds=61)) == [run.pk]
+    assert lifecycle.claim(run.pk, now=now)
+    assert not lifecycle.claim(run.pk, now=now)
+    assert lifecycle.mark_lost_runs(now=now + timedelta(seconds=59)) == []
+    assert lifecycle.mark_lost_runs(now=now + timedelta(seconds=61)) == [run.pk]
     # A task that finishes late cannot overwrite the sweep's decision.
-    assert not services.finish(run.pk, RunStatus.SUCCEEDED)
+    assert not lifecycle.finish(run.pk, RunStatus.SUCCEEDED)
     assert BenchmarkRun.objects.get(pk=run.pk).status == RunStatus.FAILED
 
 

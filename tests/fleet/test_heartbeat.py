@@ -78,7 +78,7 @@ def test_it_stores_samples_and_node_state(node_and_token: Any) -> None:
     body = beat(
         listen_url="",
         samples=[sample(now - 1), sample(now)],
-        apply_errors={"launch_profile": {"version": 4, "error": "engine exited with code 1"}},
+        apply_errors={"gateway_keys": {"version": "ab12", "error": "bad key list"}},
     )
     r = post_beat(Client(), token, body)
     assert r.status_code == 200, r.content
@@ -91,7 +91,7 @@ def test_it_stores_samples_and_node_state(node_and_token: Any) -> None:
     node.refresh_from_db()
     assert node.last_seen_at is not None and node.mode == "attached"
     assert node.health["engine"] == "ok"
-    assert node.apply_errors["launch_profile"]["version"] == 4
+    assert node.apply_errors["gateway_keys"]["version"] == "ab12"
     assert node.last_sample["gpu_util"] == pytest.approx(0.5)
     assert node.is_simulated
 

@@ -271,3 +271,43 @@ def test_an_hour_of_samples_is_drawn_downsampled_keeping_the_spikes() -> None:
     )
     assert [r[2] for r in drawn].count(None) == MAX_POINTS - 1
     assert downsample(rows[:10]) == rows[:10]
+
+
+def test_an_endpoint_name_with_a_space_is_refused_everywhere(admin_user: Any) -> None:
+    from console.fleet.models import Endpoint
+
+    client = Client()
+    client.force_login(admin_user)
+    page = client.post(
+        "/fleet/endpoints/new/",
+        {"name": "my llm", "base_url": "http://127.0.0.1:9/v1", "kind": "external"},
+    )
+    assert page.status_code == 200 and "no spaces" in page.content.decode()
+    api = client.post(
+        "/api/v1/endpoints/",
+        {"name": "my llm", "base_url": "http://127.0.0.1:9/v1", "kind": "external"},
+        content_type="application/json",
+    )
+    assert api.status_code == 400 and "name" in api.json()
+    with pytest.raises(services.FleetError, match=r"^'my llm': ") as refused:
+        services.create_endpoint(admin_user, name="my llm", base_url="http://127.0.0.1:9/v1")
+    assert refused.value.field == "name"
+    assert not Endpoint.objects.filter(name__contains=" ").exists()
+
+
+def test_a_base_url_without_v1_gets_a_hint(admin_user: Any) -> None:
+    client = Client()
+    client.force_login(admin_user)
+    response = client.post(
+        "/fleet/endpoints/new/",
+        {"name": "no-v1", "base_url": "http://127.0.0.1:9", "kind": "external"},
+        follow=True,
+    )
+    text = response.content.decode()
+    assert "does not end in /v1" in text and "http://127.0.0.1:9/v1/" in text
+    with_v1 = client.post(
+        "/fleet/endpoints/new/",
+        {"name": "with-v1", "base_url": "http://127.0.0.1:9/v1", "kind": "external"},
+        follow=True,
+    )
+    assert "does not end in /v1" not in with_v1.content.decode()

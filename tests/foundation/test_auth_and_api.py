@@ -65,7 +65,7 @@ def test_login_page_signs_a_user_in(viewer: Any) -> None:
     assert b"Sign in" in client.get("/accounts/login/").content
     r = client.post("/accounts/login/", {"username": "vera", "password": "tiergate-test-pw-1"})
     assert r.status_code == 302
-    assert client.get("/audit/").status_code == 200
+    assert client.get("/fleet/").status_code == 200
 
 
 def test_pages_need_a_role_not_just_a_sign_in(outsider: Any) -> None:
@@ -115,25 +115,25 @@ def test_plotly_is_served_by_the_app(db: None) -> None:
     assert r.status_code == 200
 
 
-def test_audit_page_filters_and_rejects_bad_dates(viewer: Any) -> None:
+def test_audit_page_filters_and_rejects_bad_dates(operator: Any) -> None:
     from console.audit.services import record
 
-    record(action="create", object_type="demo.thing", object_repr="one", user=viewer)
+    record(action="create", object_type="demo.thing", object_repr="one", user=operator)
     client = Client()
-    client.force_login(viewer)
+    client.force_login(operator)
     assert b"demo.thing" in client.get("/audit/?action=create").content
     assert b"not an ISO 8601" in client.get("/audit/?since=yesterday").content
     api = client.get("/api/v1/audit-events/?since=yesterday")
     assert api.status_code == 400 and "since" in api.json()["filter"][0]
 
 
-def test_only_the_current_section_is_marked_active_in_the_nav(viewer: Any) -> None:
+def test_only_the_current_section_is_marked_active_in_the_nav(operator: Any) -> None:
     from django.test import RequestFactory
 
     from console.core.context import navigation
 
     request = RequestFactory().get("/audit/")
-    request.user = viewer
+    request.user = operator
     items = navigation(request)["nav_items"]
     active = [label for label, _url, is_active in items if is_active]
     assert active == ["Audit"]

@@ -43,3 +43,24 @@ def test_the_broker_in_use_is_the_configured_one() -> None:
 
     configured = os.environ.get("CELERY_BROKER_URL") or "filesystem://"
     assert app.conf.broker_url.split("://")[0] == configured.split("://")[0]
+
+
+def test_healthz_says_no_worker_answered_without_a_raw_file_error(
+    db: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from console.core import health
+
+    # A real ping on a queue no worker consumes: what /healthz meets before any worker is up,
+    # whether or not this session started one. The file result backend then has no file.
+    real = ping.apply_async
+    monkeypatch.setattr(
+        ping, "apply_async", lambda **kw: real(queue="tiergate-nobody-listens", **kw)
+    )
+    monkeypatch.setattr(health, "WORKER_PING_TIMEOUT_S", 0.5)
+    r = Client().get("/healthz", HTTP_ACCEPT="application/json")
+    worker = r.json()["checks"]["worker"]
+    assert r.status_code == 200 and worker["ok"] is False
+    assert worker["detail"].startswith("no worker answered a ping within")
+    assert "Error" not in worker["detail"] and "/" not in worker["detail"]
+    page = Client().get("/healthz").content.decode()
+    assert "FileNotFoundError" not in page and "celery-task-meta" not in page

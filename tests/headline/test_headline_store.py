@@ -14,7 +14,7 @@ from django.core.management import CommandError, call_command
 from console.bench.choices import RunStatus
 from console.bench.management.commands.headline import flags_to_args
 from console.bench.models import BenchmarkRun
-from console.bench.results import compare_runs
+from console.bench.sides import compare_runs
 from loadgen import RequestSample, summarize
 from perf.headline.__main__ import store_in_console
 from perf.headline.workload import MODEL, SEED_TIER_CONFIG, TIER_PROFILES, engine_flags

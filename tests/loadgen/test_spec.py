@@ -179,6 +179,24 @@ def test_synthetic_prompts_have_the_target_words_and_a_shared_prefix() -> None:
     assert bodies[0]["max_tokens"] == 7
 
 
+def test_a_salt_leads_every_prompt_and_its_shared_prefix_and_reproduces(tmp_path: Path) -> None:
+    spec = dict(prompt_tokens=100, shared_prefix_tokens=40, max_tokens=7)
+    plain = [json.loads(RequestFactory(base(**spec)).make(i).body) for i in range(3)]
+    salted = [
+        json.loads(RequestFactory(base(**spec, salt="s-1f2e")).make(i).body) for i in range(3)
+    ]
+    again = [json.loads(RequestFactory(base(**spec, salt="s-1f2e")).make(i).body) for i in range(3)]
+    assert salted == again
+    for p, s in zip(plain, salted, strict=True):
+        assert s["messages"][0]["content"] == "s-1f2e " + p["messages"][0]["content"]
+    path = tmp_path / "p.jsonl"
+    path.write_text('{"messages": [{"role": "user", "content": "yo"}]}\n{"prompt": "hi"}\n')
+    factory = RequestFactory(base(prompts_file=str(path), salt="s9", endpoint="completions"))
+    assert [json.loads(factory.make(i).body)["prompt"] for i in range(2)] == ["s9 yo", "s9 hi"]
+    with pytest.raises(SpecError, match="salt"):
+        base(salt=" padded")
+
+
 def test_tier_mix_is_seeded_and_close_to_the_weights() -> None:
     mix = {"online": 0.7, "batch": 0.2, "offline": 0.1}
     tiers = [RequestFactory(base(tier_mix=mix, seed=3)).make(i).tier for i in range(1)]

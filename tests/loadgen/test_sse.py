@@ -64,10 +64,29 @@ def test_utf8_character_split_across_reads_is_kept_whole() -> None:
     assert feed_all([raw[:cut], raw[cut:]]) == [SSEEvent('{"c": "温度"}')]
 
 
-def test_comments_retry_unknown_fields_and_empty_data_dispatch_nothing() -> None:
-    assert feed_all([b":x\n\nretry: 100\n\nfoo: bar\n\ndata:\n\nevent: ping\n\n"]) == []
+def test_comments_retry_unknown_fields_and_no_data_line_dispatch_nothing() -> None:
+    assert feed_all([b":x\n\nretry: 100\n\nfoo: bar\n\nevent: ping\n\nid: 3\n\n"]) == []
+
+
+def test_a_bare_data_line_dispatches_an_event_with_empty_data() -> None:
+    # WHATWG: `data:` appends "" and an LF, so the buffer is "\n", not empty; the trailing LF
+    # is removed at dispatch and the event's data is "".
+    assert feed_all([b"data:\n\n"]) == [SSEEvent("")]
+    assert feed_all([b"data\n\n"]) == [SSEEvent("")]  # a field name alone: empty value
+    assert feed_all([b"event: ping\ndata:\n\n"]) == [SSEEvent("", event="ping")]
+    assert feed_all([b"data:\r\n", b"\r\n"]) == [SSEEvent("")]
+    assert feed_all([b"data:\ndata:\n\n"]) == [SSEEvent("\n")]  # two empty lines, one LF
 
 
 def test_event_type_resets_after_each_event() -> None:
     events = feed_all([b"event: error\ndata: 1\n\ndata: 2\n\n"])
     assert [e.event for e in events] == ["error", "message"]
+
+
+def test_the_client_takes_an_empty_event_as_carrying_nothing() -> None:
+    from loadgen.client import _StreamState
+
+    state = _StreamState(chat=True)
+    for event in feed_all([b"data:\n\n", b'data: {"choices":[{"delta":{"content":"a"}}]}\n\n']):
+        state.on_event(event.data, event.event, 1.0)
+    assert state.error is None and state.times == [1.0]

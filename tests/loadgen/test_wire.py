@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
+import gc
 import ipaddress
 import json
+import os
 import socket
 import ssl
 import threading
@@ -21,6 +24,7 @@ from cryptography.x509.oid import NameOID
 
 from loadgen.client import send_request
 from loadgen.prompts import PlannedRequest
+from loadgen.receive import KernelClock, TlsRecords, event_reads
 from loadgen.wire import Pool
 from tests.loadgen.test_streams import chunk
 
@@ -282,3 +286,196 @@ async def test_a_request_larger_than_the_socket_buffer_goes_out_whole(thread_ser
     pool.close()
     assert sample.error is None, sample.error
     assert sizes and sizes[0] > len(body)  # head + the whole body arrived
+
+
+# --- cancelled connects and handshakes, informational responses, header text, clock steps ----
+
+
+def open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+@pytest.fixture
+def stalled_listener() -> Iterator[socket.socket]:
+    """A listener whose accept queue is full and never drained: a connect to it hangs (the
+    kernel drops the SYN and the client keeps retrying it)."""
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(0)
+    fillers = []
+    port = listener.getsockname()[1]
+    for _ in range(4):  # a backlog of 0 still holds one; fill it and the SYN queue's slack
+        filler = socket.socket()
+        filler.setblocking(False)
+        with contextlib.suppress(BlockingIOError):
+            filler.connect(("127.0.0.1", port))
+        fillers.append(filler)
+    yield listener
+    for filler in fillers:
+        filler.close()
+    listener.close()
+
+
+@pytest.mark.filterwarnings("error::ResourceWarning")
+@pytest.mark.filterwarnings("error::pytest.PytestUnraisableExceptionWarning")
+async def test_requests_cancelled_while_connecting_close_their_sockets(stalled_listener) -> None:
+    url = f"http://127.0.0.1:{stalled_listener.getsockname()[1]}/v1/completions"
+    pool = Pool()
+    before = open_fds()
+    for _ in range(20):
+        sample = await send_request(
+            pool, url, {}, planned(), tier_header="X-Tier", stream=True, chat=True, timeout_s=0.02
+        )
+        assert sample.error == "timeout"
+    gc.collect()
+    assert open_fds() == before  # no socket left behind by the 20 timeouts
+    pool.close()
+
+
+@pytest.mark.filterwarnings("error::ResourceWarning")
+@pytest.mark.filterwarnings("error::pytest.PytestUnraisableExceptionWarning")
+async def test_requests_cancelled_during_the_tls_handshake_close_their_sockets(
+    thread_server,
+) -> None:
+    def handle(conn: socket.socket) -> None:
+        # Takes the ClientHello, never answers, and holds its end until the client closes.
+        while conn.recv(65536):
+            pass
+
+    url = thread_server(handle).replace("http://", "https://") + "/completions"
+    pool = Pool()
+    before = open_fds()
+    for _ in range(5):
+        sample = await send_request(
+            pool, url, {}, planned(), tier_header="X-Tier", stream=True, chat=True, timeout_s=0.05
+        )
+        assert sample.error == "timeout"
+    gc.collect()
+    await asyncio.sleep(0.1)  # the server's end closes once it reads the client's close
+    assert open_fds() == before
+    pool.close()
+
+
+async def test_a_100_continue_is_skipped_and_the_final_response_read(thread_server) -> None:
+    def handle(conn: socket.socket) -> None:
+        read_request(conn)
+        conn.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
+        time.sleep(0.01)
+        conn.sendall(b"HTTP/1.1 103 Early Hints\r\nLink: </x>; rel=preload\r\n\r\n")
+        conn.sendall(HEAD + chunk("a") + chunk("b") + TAIL)
+
+    url = thread_server(handle) + "/completions"
+    pool = Pool()
+    sample = await send_request(
+        pool, url, {}, planned(), tier_header="X-Tier", stream=True, chat=True
+    )
+    pool.close()
+    assert sample.error is None, sample.error
+    assert sample.status == 200 and sample.content_chunks == 2 and sample.output_tokens == 2
+
+
+async def test_a_header_outside_latin_1_is_a_wire_error_not_a_crash(thread_server) -> None:
+    got: list[bytes] = []
+    url = thread_server(lambda conn: got.append(read_request(conn))) + "/completions"
+    pool = Pool()
+    sample = await send_request(
+        pool, url, {}, planned("онлайн"), tier_header="X-Tier", stream=True, chat=True
+    )
+    assert sample.error == "WireError: header 'X-Tier' has characters outside Latin-1"
+    sample = await send_request(
+        pool, url + "/☃", {}, planned(), tier_header="X-Tier", stream=True, chat=True
+    )
+    pool.close()
+    assert sample.error is not None and "outside Latin-1" in sample.error
+    assert got == []  # nothing was sent
+
+
+class SteppingWall:
+    """The wall clock, set forward or back by `step` seconds once `armed` is set."""
+
+    def __init__(self, step: float) -> None:
+        self.step = step
+        self.armed = False
+
+    def __call__(self) -> float:
+        return time.time() + (self.step if self.armed else 0.0)
+
+
+@pytest.mark.parametrize("step", [5.0, -5.0, 0.3])
+async def test_a_wall_clock_step_while_chunks_wait_does_not_move_their_times(
+    thread_server, step: float
+) -> None:
+    """The first token arrives 50 ms in while the loop is blocked; the wall clock steps before
+    the loop reads it, and steps back before the second token (450 ms later). The first one's
+    kernel stamp is on the clock from before the step: converted with the offset after it,
+    TTFT would be off by the step (negative for a forward one)."""
+    wall = SteppingWall(step)
+
+    def handle(conn: socket.socket) -> None:
+        read_request(conn)
+        conn.sendall(HEAD + chunk(""))
+        time.sleep(0.05)
+        conn.sendall(chunk("first"))
+        time.sleep(0.44)
+        wall.armed = False  # and back (the kernel's stamps never moved: they are real time)
+        time.sleep(0.01)
+        conn.sendall(chunk("second") + TAIL)
+
+    def stall() -> None:
+        time.sleep(0.3)
+        wall.armed = True  # the step happens after the token arrived, before it is read
+
+    url = thread_server(handle) + "/completions"
+    pool = Pool(clock=KernelClock(wall=wall))
+    asyncio.get_running_loop().call_later(0.01, stall)
+    sample = await send_request(
+        pool, url, {}, planned(), tier_header="X-Tier", stream=True, chat=True
+    )
+    pool.close()
+    assert sample.error is None, sample.error
+    assert pool.clock.steps == 2
+    assert sample.ttft is not None and 0.045 < sample.ttft < 0.1, sample.ttft
+    assert sample.itl.max is not None and 0.4 < sample.itl.max < 0.5, sample.itl
+
+
+def test_the_kernel_clock_places_stamps_across_a_step() -> None:
+    perf = iter([10.0, 10.1, 10.2, 10.3]).__next__
+    walls = iter([1010.0, 1010.0, 1010.1, 1010.1, 1015.2, 1015.2, 1015.3, 1015.3]).__next__
+    clock = KernelClock(perf=perf, wall=walls)
+    now, offset = clock.wake()
+    assert (now, offset) == (10.0, 1000.0)
+    now, offset = clock.wake()
+    assert clock.steps == 0 and clock.place(1010.05, now, offset, 10.0) == pytest.approx(10.05)
+    now, offset = clock.wake()  # the wall clock went 5 s forward
+    assert clock.steps == 1 and offset == pytest.approx(1005.0)
+    # Received before the step (old clock) and after it (new clock): both land in place.
+    assert clock.place(1010.15, now, offset, 10.0) == pytest.approx(10.15)
+    assert clock.place(1015.19, now, offset, 10.0) == pytest.approx(10.19)
+    assert clock.place(None, now, offset, 10.0) == now  # no stamp: the read's time
+    assert clock.place(2000.0, now, offset, 10.0) == now  # never after the read
+    assert clock.place(1.0, now, offset, 10.0) == 10.0  # never before the send
+
+
+def test_reads_are_cut_where_events_end() -> None:
+    one = b"c8\r\ndata: {}\n\n\r\n"
+    assert event_reads(one) == [len(one)]  # one event and its chunk's CRLF: one read
+    two = one + b"c9\r\ndata: {1}\n\n\r\n"
+    assert event_reads(two) == [len(one) - 2, len(two) - len(one) + 2]
+    partial = one + b"c9\r\ndata: {"
+    assert event_reads(partial) == [len(one) - 2, len(partial) - len(one) + 2]  # may be later
+    assert event_reads(b"data: x\n") == [8]  # no end yet: one read
+    assert event_reads(b"\ndata: y\n\n", before=b"x\n") == [1, 9]  # an end split across reads
+    crlf = b"data: a\r\n\r\ndata: b\r\n\r\n"
+    assert event_reads(crlf) == [11, 11]
+
+
+def test_tls_reads_are_cut_where_records_end() -> None:
+    def record(size: int) -> bytes:
+        return b"\x17\x03\x03" + size.to_bytes(2, "big") + b"x" * size
+
+    records = TlsRecords()
+    data = record(10) + record(20) + record(30)[:12]
+    assert records.reads(data) == [15, 25, 12]
+    rest = record(30)[12:] + record(4)[:3]  # the header of the next one is split
+    assert records.reads(rest) == [23, 3]
+    assert records.reads(record(4)[3:]) == [6]

@@ -13,6 +13,13 @@ from gpu_agent.testing import AgentProcess
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL = "demo"
+# The rollout defaults (a 60 s canary soak, an SLO guard) are for operators; tests that are not
+# about them say so, and stay fast.
+QUICK: dict[str, Any] = {
+    "canary_soak_s": 0.0,
+    "guard_max_ttft_p99_regression_pct": None,
+    "guard_max_error_rate": None,
+}
 
 
 def queue(priority: int, wait_ms: int = 1, batch: int = 8) -> dict[str, Any]:

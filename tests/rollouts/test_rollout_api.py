@@ -22,7 +22,19 @@ def setup(db: None) -> dict[str, Any]:
         for name, labels in (("gpu-a", ["zone-a"]), ("gpu-b", ["zone-b"]))
     ]
     set_desired(nodes, tier_config=v1)
+    _seen(nodes)
     return {"v1": v1, "v2": v2, "nodes": nodes}
+
+
+def _seen(nodes: list[Any]) -> None:
+    """As if their agents had just reported healthy (no agent runs in these tests)."""
+    from django.utils import timezone
+
+    from console.fleet.models import Node
+
+    Node.objects.filter(pk__in=[n.pk for n in nodes]).update(
+        last_seen_at=timezone.now(), health={"gateway": "ok", "engine": "ok", "detail": ""}
+    )
 
 
 def test_an_operator_creates_a_rollout_and_reads_it_back(
@@ -255,7 +267,9 @@ def test_pages_list_form_detail_and_live_fragment(
             "node_selection": "all",
             "canary_count": 1,
             "wave_size": 0,
+            "stale_targets": "exclude",
             "convergence_timeout_s": 30,
+            "canary_soak_s": 0,
             "guard_window_s": 30,
             "guard_tier": "online",
             "message": "",

@@ -42,6 +42,9 @@ def test_roll_out_watch_converge_roll_back_confirm_watch_return(
         page.goto("/tuning/rollouts/new/")
         assert page.input_value("select[name=tier_config]") == str(v2.pk)  # preselected
         page.fill("input[name=convergence_timeout_s]", "20")
+        page.fill("input[name=canary_soak_s]", "0")  # the defaults are for operators, not tests
+        page.fill("input[name=guard_max_ttft_p99_regression_pct]", "")
+        page.fill("input[name=guard_max_error_rate]", "")
         page.click("#roll-out")
         page.wait_for_url("**/tuning/rollouts/*/")
         url = page.url

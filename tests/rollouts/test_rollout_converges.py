@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.rollouts.rollout_helpers import run_rollout, timeline
+from tests.rollouts.rollout_helpers import QUICK, run_rollout, timeline
 
 
 def test_a_tier_config_rollout_converges_and_its_rollback_restores_v1(
@@ -17,7 +17,7 @@ def test_a_tier_config_rollout_converges_and_its_rollback_restores_v1(
     v1, v2 = versions
     nodes = fleet(2)
     rollout = services.create_rollout(
-        tier_config=v2, canary_count=1, wave_size=1, convergence_timeout_s=15, start=False
+        tier_config=v2, canary_count=1, wave_size=1, convergence_timeout_s=15, start=False, **QUICK
     )
     rollout = run_rollout(rollout)
     assert rollout.state == "succeeded", timeline(rollout)

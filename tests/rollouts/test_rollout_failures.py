@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.rollouts.rollout_helpers import run_rollout, timeline
+from tests.rollouts.rollout_helpers import QUICK, run_rollout, timeline
 
 
 def test_a_canary_that_reports_an_apply_error_stops_and_rolls_back(
@@ -26,7 +26,7 @@ def test_a_canary_that_reports_an_apply_error_stops_and_rolls_back(
     )
     rollout = run_rollout(
         services.create_rollout(
-            tier_config=refused, canary_count=1, convergence_timeout_s=15, start=False
+            tier_config=refused, canary_count=1, convergence_timeout_s=15, start=False, **QUICK
         )
     )
     assert rollout.state == "rolled_back", timeline(rollout)
@@ -53,7 +53,7 @@ def test_an_agent_killed_mid_rollout_times_out_and_the_others_roll_back(
     dead_agent.kill()  # in the second wave: the canary goes through first
     rollout = run_rollout(
         services.create_rollout(
-            tier_config=v2, canary_count=1, convergence_timeout_s=2, start=False
+            tier_config=v2, canary_count=1, convergence_timeout_s=2, start=False, **QUICK
         )
     )
     assert rollout.state == "rolled_back", timeline(rollout)

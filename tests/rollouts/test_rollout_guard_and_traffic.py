@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 
 from tests.rollouts.rollout_helpers import (
+    QUICK,
     Load,
     run_rollout,
     stream_completion,
@@ -58,14 +59,18 @@ def test_a_config_that_starves_online_traffic_is_rolled_back_by_the_slo_guard(
     )
     with Load([agent.url for _, agent in nodes], key, workers_per_url=6) as load:
         time.sleep(2.0)  # the baseline: the window before the change
+        # The default guard (TTFT P99 +50 %, errors 5 %): no guard argument is given.
         rollout = services.create_rollout(
             tier_config=starving,
             canary_count=1,
             convergence_timeout_s=15,
-            guard_max_ttft_p99_regression_pct=100,
-            guard_max_error_rate=0.05,
             guard_window_s=2.0,
+            canary_soak_s=2.0,
             start=False,
+        )
+        assert (rollout.guard_max_ttft_p99_regression_pct, rollout.guard_max_error_rate) == (
+            services.DEFAULT_GUARD_TTFT_P99_REGRESSION_PCT,
+            services.DEFAULT_GUARD_ERROR_RATE,
         )
         rollout = run_rollout(rollout)
     assert not load.failed, load.failed[:3]
@@ -96,7 +101,7 @@ def test_requests_in_flight_survive_a_hot_reconfigure(fleet: Any, versions: Any)
         time.sleep(0.1)  # the streams are under way
         rollout = run_rollout(
             services.create_rollout(
-                tier_config=v2, canary_count=0, convergence_timeout_s=10, start=False
+                tier_config=v2, canary_count=0, convergence_timeout_s=10, start=False, **QUICK
             )
         )
         assert rollout.state == "succeeded", timeline(rollout)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpu_agent.sim.testing import free_port
-from tests.rollouts.rollout_helpers import run_rollout, timeline
+from tests.rollouts.rollout_helpers import QUICK, run_rollout, timeline
 from tests.waiting import wait_for
 
 
@@ -27,22 +27,22 @@ def test_a_profile_whose_engine_fails_to_start_is_rolled_back_with_the_engines_e
         timeout=20,
         what="the first profile to be applied",
     )
-    # A flag this engine build does not know: the console cannot tell, the engine refuses to start.
+    # A value this engine's parser takes but the engine refuses when it starts: the console's
+    # check against the node's parser (engine_check.py) cannot tell.
     bad = create_launch_profile(
         name="sim",
-        args={"model": "demo", "max_num_seqs": 64, "extra_args": ["--speculative-mode", "turbo"]},
+        args={"model": "demo", "max_num_seqs": 64, "extra_args": ["--sim-time-scale=-1"]},
     )
     rollout = run_rollout(
         services.create_rollout(
-            launch_profile=bad, canary_count=1, convergence_timeout_s=20, start=False
+            launch_profile=bad, canary_count=1, convergence_timeout_s=20, start=False, **QUICK
         )
     )
     assert rollout.state == "rolled_back", timeline(rollout)
     part = rollout.nodes.get()
     assert part.prev_launch_profile_id == good.pk
     assert (
-        "engine exited" in part.error
-        and "unrecognized arguments: --speculative-mode turbo" in part.error
+        "engine exited" in part.error and "--sim-time-scale must be a positive number" in part.error
     )
     node.refresh_from_db()
     assert node.desired_launch_profile_id == good.pk and node.applied_launch_profile_id == good.pk

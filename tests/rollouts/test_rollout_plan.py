@@ -12,8 +12,11 @@ from console.tuning.rollouts.plan import (
     HEALTHY,
     WAITING,
     NodeFacts,
+    Restore,
     assign_waves,
+    is_healthy,
     progress,
+    restore,
 )
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -102,3 +105,52 @@ def test_timeout_of_a_reporting_agent_that_never_applied() -> None:
 
 def test_a_stale_node_is_not_healthy_even_when_applied() -> None:
     assert verdict(facts(2, seen=0), 6.0)[0] == APPLIED
+
+
+@pytest.mark.parametrize(
+    ("desired", "applied", "expected"),
+    [
+        (3, 2, Restore(3, False)),  # it desired 3: 3 again
+        (3, None, Restore(3, False)),
+        (None, 2, Restore(2, True)),  # it ran 2, desired nothing: back to 2, then unset
+        (None, None, Restore(None, True)),  # nothing known: unset at once
+    ],
+)
+def test_restore_is_exactly_the_state_before(
+    desired: int | None, applied: int | None, expected: Restore
+) -> None:
+    assert restore(desired, applied) == expected
+
+
+def test_an_open_apply_error_of_another_kind_keeps_a_node_from_healthy() -> None:
+    error = {"version": 4, "error": "engine exited with code 2"}
+    failing = NodeFacts(
+        applied={"tier_config": 2, "launch_profile": None},
+        apply_errors={"launch_profile": error},
+        health=OK,
+        last_seen_at=T0 + timedelta(seconds=10),
+    )
+    assert not is_healthy(failing, T0, 5.0)
+    state, message = verdict(failing, 10.5)
+    assert state == FAILED and "open launch_profile apply error: engine exited" in message
+    acknowledged = NodeFacts(
+        **{**failing.__dict__, "acknowledged_errors": {"launch_profile": error}}
+    )
+    assert is_healthy(acknowledged, T0, 5.0)
+    assert verdict(acknowledged, 0.1)[0] == HEALTHY
+
+
+def test_the_canary_soaks_and_later_waves_are_watched_only_with_a_guard() -> None:
+    from console.tuning.rollouts.models import Rollout
+
+    defaults = Rollout()
+    assert defaults.canary_soak_s == 60.0 and defaults.stale_targets == "exclude"
+    guarded = Rollout(canary_count=1, canary_soak_s=60, guard_max_error_rate=0.05)
+    assert guarded.observation_s(0) == 60 and guarded.observation_s(1) == 30
+    unguarded = Rollout(canary_count=1, canary_soak_s=5)
+    assert unguarded.observation_s(0) == 5 and unguarded.observation_s(1) == 0
+    no_canary = Rollout(canary_count=0, canary_soak_s=60, guard_max_error_rate=0.05)
+    assert no_canary.observation_s(0) == 30
+    no_soak = Rollout(canary_count=1, canary_soak_s=0, guard_max_error_rate=0.05)
+    assert no_soak.observation_s(0) == 30
+    assert Rollout(kind="rollback", canary_count=1, guard_max_error_rate=0.05).observation_s(0) == 0

@@ -67,7 +67,9 @@ def test_a_worker_killed_mid_rollout_is_resumed_without_applying_twice(
         canary_count=1,
         convergence_timeout_s=15,
         guard_max_error_rate=0.5,
+        guard_max_ttft_p99_regression_pct=None,
         guard_window_s=1.5,
+        canary_soak_s=1.5,
         start=False,
     )
     queue = f"rollouts-test-{uuid.uuid4().hex[:8]}"  # its own queue: no other worker takes it

@@ -30,9 +30,10 @@ def test_seed_parses_verbatim_and_round_trips_identically(seed: dict[str, Any]) 
     assert cfg.scheduler.queues["online"].max_queue_depth is None
     assert cfg.scheduler.adaptive.tier == "online"
     assert cfg.scheduler.admission.max_in_flight is None
-    assert cfg.scheduler.admission.max_awaiting_first_token == 4
+    assert cfg.scheduler.admission.max_awaiting_first_token is None  # adapted
     assert cfg.scheduler.admission.reserved_slots == 0
     assert cfg.scheduler.admission.pass_priority is True
+    assert cfg.scheduler.admission.min_share == 0.05
 
 
 def test_default_config_is_the_seed(seed: dict[str, Any]) -> None:
@@ -124,6 +125,31 @@ def test_reserved_slots_must_be_below_max_in_flight(seed: dict[str, Any]) -> Non
     )
 
 
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (-0.1, "must be >= 0"),
+        (0.5, "must be below 1 / 2 (one share for each of the 2 less urgent queues)"),
+        ("a lot", "must be a number"),
+        (True, "must be a number"),
+        (float("nan"), "must be a finite number"),
+    ],
+)
+def test_min_share_is_checked_against_the_number_of_queues(
+    seed: dict[str, Any], value: object, message: str
+) -> None:
+    seed["scheduler"]["admission"] = {"min_share": value}
+    assert errors_of(seed) == [f"scheduler.admission.min_share: {message}"]
+
+
+def test_min_share_zero_and_adapted_awaiting_are_valid(seed: dict[str, Any]) -> None:
+    seed["scheduler"]["admission"] = {"min_share": 0, "max_awaiting_first_token": None}
+    admission = parse_config(seed).scheduler.admission
+    assert admission.min_share == 0 and admission.max_awaiting_first_token is None
+    seed["scheduler"]["admission"] = {"max_awaiting_first_token": 0}
+    assert errors_of(seed) == ["scheduler.admission.max_awaiting_first_token: must be > 0"]
+
+
 def test_missing_and_mistyped_blocks(seed: dict[str, Any]) -> None:
     assert errors_of({}) == ["scheduler: required field is missing"]
     assert errors_of({"scheduler": {"queues": {}}}) == ["scheduler.queues: must not be empty"]
@@ -186,7 +212,12 @@ def test_diff_lists_leaf_changes_with_defaults_filled_in() -> None:
     assert removed.new is None and removed.old["priority"] == 3
     assert diff_configs(old, old) == []
     # an explicit default is no change
-    assert diff_configs(old, make_config(admission={"max_awaiting_first_token": 4})) == []
+    assert diff_configs(old, make_config(admission={"min_share": 0.05})) == []
+    # a fixed awaiting cap where the old one adapted is a change
+    fixed = make_config(admission={"max_awaiting_first_token": 4})
+    assert diff_configs(old, fixed) == [
+        Change("scheduler.admission.max_awaiting_first_token", None, 4)
+    ]
 
 
 @pytest.mark.parametrize("name", ["", "gold.tier", "a b", "x" * 65])

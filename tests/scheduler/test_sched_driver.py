@@ -36,18 +36,42 @@ def assert_empty(drv: AsyncDispatcher) -> None:
     assert drv.waiting == 0
 
 
-async def test_the_timer_releases_a_lone_request_without_other_events() -> None:
-    drv = driver()
+async def test_a_lone_request_goes_on_arrival_not_after_its_window() -> None:
+    # The seed's own windows (200 ms for offline): a free slot is never left idle.
+    drv = AsyncDispatcher(Dispatcher(make_config()))
     loop = asyncio.get_running_loop()
     started = loop.time()
     ticket = await asyncio.wait_for(drv.acquire(Request("a", "offline", 10, 10)), 2)
-    assert loop.time() - started >= 0.003
+    assert loop.time() - started < 0.1
     async with ticket:
         ticket.first_token()
-    assert ticket.released
+    assert ticket.released and not ticket.promoted
     ticket.release()  # idempotent
     assert_empty(drv)
     await drv.aclose()
+
+
+async def test_engine_readings_reach_the_limit_and_promotions_the_ticket() -> None:
+    config = make_config(admission={"max_in_flight": 1, "min_share": 0.2})
+    drv = AsyncDispatcher(Dispatcher(config))
+    tickets = []
+    for i in range(3):
+        ticket = await drv.acquire(Request(f"o{i}", "online", 10, 10))
+        ticket.first_token(timed=False)
+        tickets.append(ticket)
+        ticket.release()
+    drv.engine_waiting(3)
+    assert drv.stats().engine_waiting == 3
+    holder = await drv.acquire(Request("o3", "online", 10, 10))
+    low = asyncio.create_task(drv.acquire(Request("off", "offline", 10, 10)))
+    high = asyncio.create_task(drv.acquire(Request("on", "online", 10, 10)))
+    await asyncio.sleep(0.005)
+    holder.release()
+    promoted = await asyncio.wait_for(low, 1)  # offline had no share of the last four
+    assert promoted.promoted and not high.done()
+    promoted.release()
+    (await asyncio.wait_for(high, 1)).release()
+    assert_empty(drv)
 
 
 async def test_a_first_token_lets_the_next_waiter_through() -> None:

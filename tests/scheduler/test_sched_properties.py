@@ -8,6 +8,7 @@ dispatcher can be checked against it.
 from __future__ import annotations
 
 import os
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scheduler import QUEUE_FULL, QUEUE_TIMEOUT, Dispatcher, Request, TierConfig, parse_config
+from scheduler.dispatcher import SHARE_WINDOW
 
 NAMES = ("a", "b", "c")
 
@@ -38,6 +40,13 @@ def configs(draw: st.DrawFn) -> TierConfig:
         queue["length_groups"] = draw(st.sampled_from([[], [50], [30, 80]]))
         queues[name] = queue
     cap = draw(st.integers(1, 5))
+    admission: dict[str, Any] = {
+        "max_in_flight": cap,
+        "reserved_slots": draw(st.integers(0, cap - 1)),
+        "min_share": draw(st.sampled_from([0, 0.05, 0.2, 0.45])),
+    }
+    if draw(st.booleans()):  # else adapted by the limiter
+        admission["max_awaiting_first_token"] = draw(st.integers(1, 4))
     doc = {
         "scheduler": {
             "queues": queues,
@@ -47,11 +56,7 @@ def configs(draw: st.DrawFn) -> TierConfig:
                 "wait_time_reduction_ratio": draw(st.sampled_from([0.25, 0.5, 1])),
                 "tier": draw(st.sampled_from(names)),
             },
-            "admission": {
-                "max_in_flight": cap,
-                "max_awaiting_first_token": draw(st.integers(1, 4)),
-                "reserved_slots": draw(st.integers(0, cap - 1)),
-            },
+            "admission": admission,
         }
     }
     return parse_config(doc)
@@ -71,7 +76,7 @@ ops = st.one_of(
     arrivals,
     polls,
     polls,
-    st.tuples(st.just("first_token"), st.integers(0, 50)),
+    st.tuples(st.just("first_token"), st.integers(0, 50), st.booleans()),
     st.tuples(st.just("complete"), st.integers(0, 50)),
     st.tuples(st.just("cancel"), st.integers(0, 60)),
     st.tuples(st.just("reconfigure"), st.integers(0, 2)),
@@ -94,6 +99,7 @@ class Model:
     flight: dict[str, bool] = field(default_factory=dict)  # id -> still awaiting first token
     outcome: dict[str, str] = field(default_factory=dict)
     seq: int = 0
+    window: deque[str] = field(default_factory=lambda: deque(maxlen=SHARE_WINDOW))
 
     def group(self, tier: str, prompt: int) -> int:
         bounds = self.config.scheduler.queues[tier].length_groups
@@ -121,12 +127,26 @@ class Model:
             or now >= min(q.arrived for q in pending) + wait
         )
 
-    def room(self, tier: str) -> bool:
+    def eligible(self, tier: str, in_flight: int) -> bool:
+        """May `tier` take a slot with `in_flight` taken (reserved slots aside)?"""
         admission = self.config.scheduler.admission
         assert admission.max_in_flight is not None
         most_urgent = self.config.tiers_by_urgency()[0]
         cap = admission.max_in_flight - (0 if tier == most_urgent else admission.reserved_slots)
-        return len(self.flight) < cap and self.awaiting() < admission.max_awaiting_first_token
+        return in_flight < cap
+
+    def owed(self, in_flight: int, pending: dict[str, list[Queued]]) -> list[str]:
+        """Tiers owed their minimum share now, most urgent first."""
+        share = self.config.scheduler.admission.min_share
+        if share <= 0:
+            return []
+        return [
+            t
+            for t in self.config.tiers_by_urgency()
+            if pending[t]
+            and self.window.count(t) < share * len(self.window)
+            and self.eligible(t, in_flight)
+        ]
 
     def awaiting(self) -> int:
         return sum(self.flight.values())
@@ -148,6 +168,9 @@ def check_poll(d: Dispatcher, m: Model, now: float) -> None:
         for t in queues
     }
     in_flight_before = len(m.flight)
+    limit = d.max_awaiting
+    fixed = admission.max_awaiting_first_token
+    assert limit == fixed if fixed is not None else 1 <= limit <= admission.max_in_flight
     result = d.poll(now)
     rejected = {r.id for r, _ in result.rejected}
     assert len(rejected) == len(result.rejected)
@@ -156,39 +179,52 @@ def check_poll(d: Dispatcher, m: Model, now: float) -> None:
     for rid in rejected:
         del m.queued[rid]
         m.outcome[rid] = "rejected"
-    released_from: set[str] = set()
-    released: list[Queued] = []
-    for r in result.released:
+    urgency = m.config.tiers_by_urgency()
+    rank = {t: i for i, t in enumerate(urgency)}
+    pending = {t: sorted(m.pending(t), key=lambda q: q.seq) for t in queues}
+    promoted = set(result.promoted)
+    assert promoted <= {r.id for r in result.released}
+    released: list[tuple[Queued, bool]] = []
+    for i, r in enumerate(result.released):
         assert r.id in m.queued, "released once, and only what was queued"
-        q = m.queued.pop(r.id)
-        released.append(q)
-        released_from.add(q.tier)
+        q = m.queued[r.id]
+        in_flight = in_flight_before + i
+        assert m.eligible(q.tier, in_flight), "reserved slots stay free for the most urgent tier"
+        owed = m.owed(in_flight, pending)
+        if r.id in promoted:  # the starvation bound: the most urgent owed tier, oldest first
+            assert owed and q.tier == owed[0], f"{r.id} promoted while {owed} owed"
+            assert q.seq == pending[q.tier][0].seq
+        else:
+            assert set(owed) <= {q.tier}, f"owed tiers {owed} passed over by {q.tier}"
+            if q.tier not in ready_before:  # work conservation: only if nothing more urgent
+                assert not any(pending[u] for u in urgency[: rank[q.tier]])
+        if q.tier not in {x.tier for x, _ in released}:  # a release starts with its oldest
+            assert q.seq == oldest_before[q.tier]
+        pending[q.tier].remove(q)
+        m.window.append(q.tier)
+        del m.queued[r.id]
+        released.append((q, r.id in promoted))
         m.flight[r.id] = True
         m.outcome[r.id] = "released"
-    most_urgent = m.config.tiers_by_urgency()[0]
-    assert admission.max_in_flight is not None
-    first_seen: set[str] = set()
-    for i, q in enumerate(released):
-        assert q.tier in ready_before, f"tier {q.tier} released while not ready"
-        if q.tier not in first_seen:  # a release starts with its tier's oldest request
-            first_seen.add(q.tier)
-            assert q.seq == oldest_before[q.tier]
-        if q.tier != most_urgent:  # reserved slots stay free for the most urgent tier
-            assert in_flight_before + i + 1 <= admission.max_in_flight - admission.reserved_slots
-    if result.released:
+    if result.released:  # a lower cap from reconfigure holds releases until under it
         assert len(m.flight) <= admission.max_in_flight
-        assert m.awaiting() <= admission.max_awaiting_first_token
-    for q in released:  # FIFO within tier and length group
+        assert m.awaiting() <= limit
+    for q, _ in released:  # FIFO within tier and length group
         group = m.group(q.tier, q.prompt)
         assert not any(
             o.tier == q.tier and m.group(o.tier, o.prompt) == group and o.seq < q.seq
             for o in m.queued.values()
         )
+    # Work conservation: a request is left waiting only when no slot is free for its tier.
+    if m.queued and len(m.flight) < admission.max_in_flight and m.awaiting() < limit:
+        for q in m.queued.values():
+            assert not m.eligible(q.tier, len(m.flight)), f"{q.tier} waits beside a free slot"
     for tier in queues:
-        if m.ready(tier, now):
-            assert not m.room(tier), f"ready tier {tier} left waiting with a free slot"
+        if m.ready(tier, now):  # a ready tier is passed over only by the starvation bound
             less_urgent = {t for t in queues if queues[t].priority > queues[tier].priority}
-            assert not (released_from & less_urgent), f"ready tier {tier} passed over"
+            assert not any(q.tier in less_urgent and not p for q, p in released), (
+                f"ready tier {tier} passed over"
+            )
     if result.next_wakeup is not None:
         assert result.next_wakeup > now
 
@@ -246,7 +282,7 @@ def test_dispatcher_invariants(cfgs: list[TierConfig], steps: list[tuple[Any, ..
             check_poll(d, m, now)
         elif kind == "first_token" and flying:
             rid = flying[step[1] % len(flying)]
-            d.first_token(rid, now)
+            d.first_token(rid, now, timed=step[2])
             m.flight[rid] = False
         elif kind == "complete":
             rid = flying[step[1] % len(flying)] if flying else "nobody"

@@ -18,33 +18,71 @@ def ids(reqs: list[Request]) -> list[str]:
     return [r.id for r in reqs]
 
 
-def test_batch_size_makes_a_tier_ready() -> None:
-    d = Dispatcher(make_config(admission=WIDE))
+def saturate(d: Dispatcher, slots: int, now: float = 0.0) -> list[str]:
+    """Fill every slot with a request of its own, so that arrivals queue (a saturated engine)."""
+    holders = [f"hold{i}" for i in range(slots)]
+    for rid in holders:
+        d.arrive(req(rid), now)
+    assert ids(d.poll(now).released) == holders
+    for rid in holders:
+        d.first_token(rid, now, timed=False)
+    return holders
+
+
+def test_a_free_slot_releases_at_once_whatever_the_window() -> None:
+    d = Dispatcher(make_config())  # the seed verbatim: 10 / 50 / 200 ms windows
+    for tier in ("offline", "batch", "online"):
+        d.arrive(req(f"{tier}1", tier), 0.0)
+    result = d.poll(0.0)
+    assert ids(result.released) == ["online1", "batch1", "offline1"]
+    assert result.next_wakeup is None  # nothing waits for a timer
+
+
+STRICT = {"min_share": 0}  # no starvation bound: the order is priority and windows alone
+
+
+def test_batch_size_makes_a_tier_ready_under_saturation() -> None:
+    d = Dispatcher(
+        make_config(admission={"max_in_flight": 2, "max_awaiting_first_token": 100, **STRICT})
+    )
+    holders = saturate(d, 2)
+    d.arrive(req("b0", "batch"), 0.0)
     for i in range(7):
-        assert d.arrive(req(f"r{i}"), 0.0) is None
-    assert d.poll(0.0).released == []
-    d.arrive(req("r7"), 0.001)
-    assert ids(d.poll(0.001).released) == [f"r{i}" for i in range(8)]
+        d.arrive(req(f"r{i}"), 0.001)
+    d.complete(holders[0], 0.002)
+    assert ids(d.poll(0.002).released) == ["r0"]  # nothing ready: the most urgent goes
+    d.arrive(req("r7"), 0.003)
+    d.arrive(req("r8"), 0.003)
+    d.arrive(req("b1", "batch"), 0.06)  # batch ready (b0 waited 60 ms), online not ready...
+    d.complete(holders[1], 0.004)
+    assert ids(d.poll(0.004).released) == ["r1"]  # ...yet: online has 8 pending, so it is
 
 
-def test_token_sum_makes_a_tier_ready() -> None:
-    d = Dispatcher(make_config(admission=WIDE))
-    d.arrive(req("a", prompt=2000, max_tokens=47), 0.0)
-    d.arrive(req("b", prompt=2000, max_tokens=48), 0.0)
-    assert d.poll(0.0).released == []  # 4095 tokens: one short
-    d.cancel("b", 0.0)
-    d.arrive(req("c", prompt=2000, max_tokens=49), 0.0)  # 4096: ready
-    assert ids(d.poll(0.0).released) == ["a", "c"]
+def test_token_sum_makes_a_tier_ready_under_saturation() -> None:
+    d = Dispatcher(make_config(admission={"max_in_flight": 1, "max_awaiting_first_token": 100}))
+    [holder] = saturate(d, 1)
+    d.arrive(req("b", "batch", prompt=10), 0.0)
+    d.arrive(req("o", prompt=2000, max_tokens=48), 0.0)
+    d.arrive(req("p", prompt=2000, max_tokens=47), 0.0)  # 4095 tokens: one short
+    d.arrive(req("b2", "batch", prompt=10), 0.06)
+    # batch is ready (50 ms), online is not and holds 4095 tokens: batch goes
+    d.complete(holder, 0.06)
+    assert ids(d.poll(0.06).released) == ["b"]
+    d.arrive(req("q", prompt=1, max_tokens=1), 0.061)  # 4097: ready
+    d.complete("b", 0.061)
+    assert ids(d.poll(0.061).released) == ["o"]
 
 
-def test_waiting_time_makes_a_tier_ready_and_sets_the_wakeup() -> None:
-    d = Dispatcher(make_config(admission=WIDE))
-    d.arrive(req("a"), 1.0)
-    first = d.poll(1.0)
-    assert first.released == [] and first.next_wakeup == pytest.approx(1.010)
-    assert d.poll(1.0099).released == []
-    done = d.poll(1.010)
-    assert ids(done.released) == ["a"] and done.next_wakeup is None
+def test_waiting_time_makes_a_tier_ready_under_saturation() -> None:
+    d = Dispatcher(make_config(admission={"max_in_flight": 1, "max_awaiting_first_token": 100}))
+    [holder] = saturate(d, 1)
+    d.arrive(req("b", "batch"), 0.0)
+    d.arrive(req("o"), 0.045)
+    d.complete(holder, 0.0549)
+    assert ids(d.poll(0.0549).released) == ["b"]  # batch waited its 50 ms, online 9.9 of 10
+    d.arrive(req("b2", "batch"), 0.0)
+    d.complete("b", 0.056)
+    assert ids(d.poll(0.056).released) == ["o"]  # online waited 11 ms: ready, more urgent
 
 
 @pytest.mark.parametrize(
@@ -54,25 +92,29 @@ def test_adaptive_reduction_applies_only_above_the_threshold(
     depth: int, enabled: bool, wait: float
 ) -> None:
     config = make_config(
-        queues={"online": {"max_batch_size": 64}}, adaptive={"enabled": enabled}, admission=WIDE
+        queues={"online": {"max_batch_size": 64}},
+        adaptive={"enabled": enabled},
+        admission={"max_in_flight": 1, "max_awaiting_first_token": 100, **STRICT},
     )
     d = Dispatcher(config)
+    [holder] = saturate(d, 1)
+    d.arrive(req("b", "batch"), -1.0)  # batch long ready
     for i in range(depth):
         d.arrive(req(f"r{i}"), 0.0)
-    result = d.poll(0.0)
-    assert result.next_wakeup == pytest.approx(wait)
     assert d.stats(0.0).tiers["online"].effective_wait_s == pytest.approx(wait)
     assert d.stats(0.0).tiers["online"].adaptive_active is (depth > 10 and enabled)
-    assert d.poll(wait - 1e-6).released == []
-    assert len(d.poll(wait).released) == depth
+    assert d.stats(wait - 1e-6).tiers["online"].ready is False
+    assert d.stats(wait).tiers["online"].ready is True
+    d.complete(holder, wait)
+    assert ids(d.poll(wait).released) == ["r0"]
 
 
 def test_adaptive_rule_can_target_another_tier() -> None:
-    config = make_config(adaptive={"tier": "batch", "online_pressure_threshold": 1}, admission=WIDE)
+    config = make_config(adaptive={"tier": "batch", "online_pressure_threshold": 1})
     d = Dispatcher(config)
     d.arrive(req("b1", "batch"), 0.0)
     d.arrive(req("b2", "batch"), 0.0)
-    assert d.poll(0.0).next_wakeup == pytest.approx(0.025)
+    assert d.stats(0.0).tiers["batch"].effective_wait_s == pytest.approx(0.025)
     assert d.stats(0.0).tiers["online"].effective_wait_s == pytest.approx(0.010)
 
 
@@ -89,9 +131,11 @@ def test_most_urgent_ready_tier_goes_first() -> None:
 
 
 def test_less_urgent_ready_tier_goes_while_the_urgent_one_is_not_ready() -> None:
-    d = Dispatcher(make_config(admission=WIDE))
+    d = Dispatcher(make_config(admission={"max_in_flight": 1, "max_awaiting_first_token": 9}))
+    [holder] = saturate(d, 1)
     d.arrive(req("bat", "batch"), 0.0)
     d.arrive(req("onl", "online"), 0.049)
+    d.complete(holder, 0.05)
     assert ids(d.poll(0.05).released) == ["bat"]  # online has waited 1 ms of its 10
 
 
@@ -160,18 +204,16 @@ def test_release_stops_at_the_token_cap_without_skipping() -> None:
     d.arrive(req("b", prompt=1500, max_tokens=500), 0.0)
     d.arrive(req("c", prompt=1500, max_tokens=500), 0.0)  # 6000 >= 4096: ready
     d.arrive(req("d", prompt=10, max_tokens=10), 0.0)
-    assert ids(d.poll(0.0).released) == ["a", "b"]
-    assert ids(d.poll(0.01).released) == ["c", "d"]
+    assert ids(d.poll(0.0).released) == ["a", "b", "c", "d"]
+    assert [r.size for r in d.stats(0.0).recent_releases] == [2, 2]
 
 
 def test_an_oversize_request_goes_alone() -> None:
     d = Dispatcher(make_config(admission=WIDE))
     d.arrive(req("huge", prompt=5000, max_tokens=100), 0.0)
     d.arrive(req("small", prompt=10, max_tokens=10), 0.0)
-    first = d.poll(0.0)
-    assert ids(first.released) == ["huge"]
-    assert ids(d.poll(0.01).released) == ["small"]
-    assert d.stats(0.01).recent_releases[0].size == 1
+    assert ids(d.poll(0.0).released) == ["huge", "small"]
+    assert [r.size for r in d.stats(0.0).recent_releases] == [1, 1]
 
 
 def test_cancel_removes_a_queued_request_and_frees_a_released_slot() -> None:
@@ -261,9 +303,10 @@ def test_reconfigure_moves_a_removed_tiers_queue_and_keeps_in_flight() -> None:
     assert set(stats.tiers) == {"online", "offline"}
     assert stats.tiers["offline"].depth == 3 and stats.tiers["offline"].in_flight == 1
     d.complete("b0", 0.1)
-    # arrival order is kept across the move; offline waits 200 ms from b1's arrival
-    assert d.poll(0.25).released == []
-    assert ids(d.poll(0.26).released) == ["b1"]
+    # arrival order is kept across the move
+    assert ids(d.poll(0.1).released) == ["b1"]
+    d.complete("b1", 0.1)
+    assert ids(d.poll(0.1).released) == ["o1"]
 
 
 def test_reconfigure_with_a_lower_cap_releases_nothing_until_under_it() -> None:
@@ -291,3 +334,52 @@ def test_stats_report_waits_and_padding() -> None:
     assert online.queue_wait.max_s == pytest.approx(0.01)
     assert online.queue_wait.p50_s == pytest.approx(0.006)
     assert d.stats(0.01).tiers["batch"].queue_wait.p99_s is None
+
+
+def test_a_starved_tier_gets_its_minimum_share_of_releases() -> None:
+    config = make_config(
+        queues={"online": {"max_waiting_time_ms": 0.001}},
+        admission={"max_in_flight": 1, "max_awaiting_first_token": 100, "min_share": 0.1},
+    )
+    d = Dispatcher(config)
+    for i in range(100):
+        d.arrive(req(f"off{i}", "offline"), 0.0)
+    now = 0.0
+    order: list[str] = []
+    for i in range(400):  # online keeps the single slot contended the whole time
+        d.arrive(req(f"on{i}"), now)
+        now += 0.01
+        result = d.poll(now)
+        order += [d.tier_of(r.id) or "?" for r in result.released]
+        assert set(result.promoted) <= {r.id for r in result.released if r.tier == "offline"}
+        for r in result.released:
+            d.complete(r.id, now)
+    tail = order[-200:]
+    share = tail.count("offline") / len(tail)
+    assert 0.09 <= share <= 0.12, share  # the bound, and not much more while online waits
+    stats = d.stats(now)
+    assert stats.tiers["offline"].release_share == pytest.approx(0.1, abs=0.02)
+
+
+def test_without_a_minimum_share_a_lower_tier_starves() -> None:
+    config = make_config(admission={"max_in_flight": 1, "max_awaiting_first_token": 100, **STRICT})
+    d = Dispatcher(config)
+    d.arrive(req("off", "offline"), 0.0)
+    d.arrive(req("first"), 0.0)
+    assert ids(d.poll(0.0).released) == ["first"]
+    for i in range(50):
+        d.arrive(req(f"on{i}"), i * 0.02)
+        d.complete("first" if i == 0 else f"on{i - 1}", i * 0.02 + 0.015)
+        assert ids(d.poll(i * 0.02 + 0.015).released) == [f"on{i}"]
+    assert d.is_queued("off")
+
+
+def test_a_promoted_request_is_reported_for_the_engine_priority() -> None:
+    config = make_config(admission={"max_in_flight": 1, "max_awaiting_first_token": 9})
+    d = Dispatcher(config)
+    [holder] = saturate(d, 1)  # online now holds the whole share window
+    d.arrive(req("off", "offline"), 0.0)
+    d.arrive(req("on"), 0.0)
+    d.complete(holder, 0.02)
+    result = d.poll(0.02)
+    assert ids(result.released) == ["off"] and result.promoted == ["off"]

@@ -239,3 +239,21 @@ def test_run_sim_process_reports_a_simulator_that_cannot_start() -> None:
     with pytest.raises(RuntimeError, match=r"(?s)exited with 2.*unrecognized arguments"):  # noqa: SIM117
         with run_sim_process(MODEL, ["--scheduler-policy", "priority"]):
             pass
+
+
+def test_reset_prefix_cache_makes_a_repeated_prompt_miss_again(
+    client: openai.OpenAI, base_url: str
+) -> None:
+    hits = labelled("vllm:prefix_cache_hits_total")
+    prompt = "reset check " * 120  # several full blocks
+
+    def hits_of_one_request() -> float:
+        before = metric_values(base_url).get(hits, 0.0)
+        client.completions.create(model=MODEL, prompt=prompt, max_tokens=2)
+        return metric_values(base_url)[hits] - before
+
+    hits_of_one_request()
+    assert hits_of_one_request() > 100  # the second send finds the prompt cached
+    assert httpx.post(base_url + "/reset_prefix_cache").status_code == 200
+    assert hits_of_one_request() == 0
+    assert hits_of_one_request() > 100

@@ -9,7 +9,9 @@ import pytest
 import yaml
 
 from console.audit.models import AuditEvent
+from console.tuning.kube import engine_argv
 from console.tuning.models import LaunchProfileVersion
+from console.tuning.vllm_args import validate_args
 
 URL = "/api/v1/launch-profiles/"
 
@@ -149,8 +151,12 @@ def test_kubernetes_yaml_from_the_api(
     assert response.status_code == 200
     assert response["Content-Type"].startswith("application/yaml")
     docs = {d["kind"]: d for d in yaml.safe_load_all(response.content.decode())}
-    container = docs["Deployment"]["spec"]["template"]["spec"]["containers"][0]
-    assert container["command"] + container["args"] == obj["argv"]
+    containers = docs["StatefulSet"]["spec"]["template"]["spec"]["containers"]
+    container = next(c for c in containers if c["name"] == "vllm")
+    # The profile's argv, bound to localhost behind the agent's gateway.
+    assert container["command"] + container["args"] == engine_argv(
+        validate_args({**profile_args, "tensor_parallel_size": 2})
+    )
     assert container["resources"]["limits"]["nvidia.com/gpu"] == "2"
     assert (
         docs["HorizontalPodAutoscaler"]["spec"]["behavior"]["scaleDown"][

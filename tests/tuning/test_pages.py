@@ -44,7 +44,7 @@ def profile(operator: Any, profile_args: dict[str, Any]) -> LaunchProfileVersion
 
 
 def test_the_nav_bar_links_both_lists(viewer: Any) -> None:
-    html = client_for(viewer).get("/audit/").content.decode()
+    html = client_for(viewer).get("/fleet/").content.decode()
     assert 'href="/tuning/tier-configs/"' in html and 'href="/tuning/launch-profiles/"' in html
 
 
@@ -106,7 +106,7 @@ def test_detail_diffs_against_a_chosen_version(
         client_for(viewer).get(f"/tuning/tier-configs/{v1.pk}/?against={other.pk}").content.decode()
     )
     assert "scheduler.queues.offline" in html and 'tr class="added"' in html
-    assert client_for(viewer).get(f"/tuning/tier-configs/{v1.pk}/?against=x").status_code == 404
+    assert client_for(viewer).get(f"/tuning/tier-configs/{v1.pk}/?against=x").status_code == 400
 
 
 def test_the_first_version_has_an_empty_diff_table(viewer: Any, tier_versions: Any) -> None:
@@ -138,7 +138,7 @@ def test_kubernetes_download_is_an_attachment(viewer: Any, profile: LaunchProfil
     response = client_for(viewer).get(f"/tuning/launch-profiles/{profile.pk}/kubernetes/")
     assert response["Content-Disposition"] == 'attachment; filename="demo-8b-v1.yaml"'
     kinds = [d["kind"] for d in yaml.safe_load_all(response.content.decode())]
-    assert "Deployment" in kinds and "HorizontalPodAutoscaler" in kinds
+    assert "StatefulSet" in kinds and "HorizontalPodAutoscaler" in kinds
 
 
 def test_a_viewer_cannot_open_or_post_the_create_page(

@@ -1,9 +1,8 @@
 from __future__ import annotations
 
-from rest_framework.routers import DefaultRouter
-
 from console.audit.api.views import AuditEventViewSet
+from console.core.routers import IdDefaultRouter
 
-router = DefaultRouter(trailing_slash=True)
+router = IdDefaultRouter(trailing_slash=True)
 router.register("audit-events", AuditEventViewSet, basename="auditevent")
 urlpatterns = router.urls

@@ -7,7 +7,7 @@ from rest_framework import serializers
 
 from console.bench import services
 from console.bench.choices import Preset
-from console.bench.models import BenchmarkRun, RequestSample
+from console.bench.models import BenchmarkRun, RequestSample, RunSeries
 from console.bench.presets import PRESETS, preset_workload
 from console.fleet.models import Endpoint
 from loadgen import SpecError, from_seed003_settings
@@ -96,6 +96,9 @@ class BenchmarkRunSerializer(serializers.ModelSerializer):
             "summary",
             "timeseries",
             "validity",
+            "error_breakdown",
+            "conditions",
+            "series",
         ]
         read_only_fields = [
             "status",
@@ -111,6 +114,9 @@ class BenchmarkRunSerializer(serializers.ModelSerializer):
             "summary",
             "timeseries",
             "validity",
+            "error_breakdown",
+            "conditions",
+            "series",
         ]
 
     @extend_schema_field(
@@ -211,16 +217,26 @@ class RequestSampleSerializer(serializers.ModelSerializer):
 
 class MetricDeltaSerializer(serializers.Serializer):
     metric = serializers.CharField()
-    before = serializers.FloatField(allow_null=True)
-    after = serializers.FloatField(allow_null=True)
+    before = serializers.FloatField(allow_null=True, help_text="Mean over side A's runs.")
+    after = serializers.FloatField(allow_null=True, help_text="Mean over side B's runs.")
     delta = serializers.FloatField(allow_null=True)
     delta_pct = serializers.FloatField(allow_null=True)
     ci_low = serializers.FloatField(allow_null=True)
     ci_high = serializers.FloatField(allow_null=True)
     verdict = serializers.CharField()
+    runs_a = serializers.IntegerField()
+    runs_b = serializers.IntegerField()
+    method = serializers.CharField(
+        help_text="'t interval over runs', or 'within one run ...' (one run per side)."
+    )
+    provisional = serializers.BooleanField(help_text="A side has one run: no run-to-run noise.")
+    higher_is_better = serializers.BooleanField()
 
 
 class TierComparisonSerializer(serializers.Serializer):
+    overall = serializers.CharField(
+        help_text="better / worse when every clear verdict of the tier points that way; mixed."
+    )
     metrics = MetricDeltaSerializer(many=True)
     throughput = serializers.DictField(
         child=serializers.DictField(child=serializers.FloatField(allow_null=True))
@@ -233,10 +249,91 @@ class ConfigDiffRowSerializer(serializers.Serializer):
     new = serializers.JSONField(allow_null=True)
 
 
+class ConditionRowSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    a = serializers.JSONField(allow_null=True)
+    b = serializers.JSONField(allow_null=True)
+    differs = serializers.BooleanField()
+
+
+class SideSerializer(serializers.Serializer):
+    ref = serializers.CharField(help_text="The run id, or s<id> for a series.")
+    label = serializers.CharField()
+    series = serializers.IntegerField(allow_null=True)
+    runs = serializers.ListField(child=serializers.IntegerField())
+
+
 class ComparisonSerializer(serializers.Serializer):
-    a = serializers.IntegerField(help_text="Id of run A, the 'before'.")
-    b = serializers.IntegerField(help_text="Id of run B, the 'after'.")
+    a = serializers.IntegerField(allow_null=True, help_text="Side A's first run id.")
+    b = serializers.IntegerField(allow_null=True, help_text="Side B's first run id.")
+    side_a = SideSerializer()
+    side_b = SideSerializer()
+    provisional = serializers.BooleanField(help_text="A side has a single run.")
     tiers = serializers.DictField(
         child=TierComparisonSerializer(), help_text="Per tier and 'overall': B minus A, seconds."
     )
     config_diff = ConfigDiffRowSerializer(many=True)
+    conditions = ConditionRowSerializer(many=True)
+    warnings = serializers.ListField(child=serializers.CharField())
+
+
+class RunSeriesSerializer(serializers.ModelSerializer):
+    url = serializers.HyperlinkedIdentityField(view_name="runseries-detail")
+    display = serializers.CharField(read_only=True)
+    ref = serializers.CharField(read_only=True)
+    runs = serializers.SerializerMethodField()
+    partner = serializers.PrimaryKeyRelatedField(read_only=True)
+
+    class Meta:
+        model = RunSeries
+        fields = [
+            "id",
+            "url",
+            "display",
+            "ref",
+            "label",
+            "side",
+            "partner",
+            "template",
+            "repeats",
+            "cancel_requested",
+            "created_at",
+            "runs",
+        ]
+        read_only_fields = fields
+
+    @extend_schema_field(
+        {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {"id": {"type": "integer"}, "status": {"type": "string"}},
+            },
+        }
+    )
+    def get_runs(self, obj: RunSeries) -> list[dict[str, Any]]:
+        return [
+            {"id": pk, "status": st}
+            for pk, st in obj.runs.order_by("pk").values_list("pk", "status")
+        ]
+
+
+class RepeatSerializer(serializers.Serializer):
+    repeats = serializers.IntegerField(
+        min_value=1, max_value=20, default=3, help_text="Runs to make (1-20)."
+    )
+
+
+class RepeatPairSerializer(RepeatSerializer):
+    a = serializers.PrimaryKeyRelatedField(
+        queryset=BenchmarkRun.objects.all(), help_text="Run whose setup side A repeats."
+    )
+    b = serializers.PrimaryKeyRelatedField(
+        queryset=BenchmarkRun.objects.all(), help_text="Run whose setup side B repeats."
+    )
+
+
+class RepeatPairResultSerializer(serializers.Serializer):
+    a = RunSeriesSerializer()
+    b = RunSeriesSerializer()
+    compare = serializers.CharField(help_text="The compare call for the two series.")

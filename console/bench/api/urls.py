@@ -1,9 +1,9 @@
 from __future__ import annotations
 
-from rest_framework.routers import SimpleRouter
+from console.bench.api.views import BenchmarkRunViewSet, RunSeriesViewSet
+from console.core.routers import IdRouter
 
-from console.bench.api.views import BenchmarkRunViewSet
-
-router = SimpleRouter(trailing_slash=True)
+router = IdRouter(trailing_slash=True)
 router.register("benchmarks", BenchmarkRunViewSet, basename="benchmarkrun")
+router.register("benchmark-series", RunSeriesViewSet, basename="runseries")
 urlpatterns = router.urls

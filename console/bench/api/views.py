@@ -11,14 +11,19 @@ from rest_framework.pagination import PageNumberPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from console.bench import results, services
+from console.bench import repeats, services, sides
 from console.bench.api.serializers import (
     BenchmarkRunSerializer,
     ComparisonSerializer,
+    RepeatPairResultSerializer,
+    RepeatPairSerializer,
+    RepeatSerializer,
     RequestSampleSerializer,
+    RunSeriesSerializer,
 )
 from console.bench.choices import Preset, RunStatus
-from console.bench.models import BenchmarkRun, RequestSample
+from console.bench.models import BenchmarkRun, RequestSample, RunSeries
+from console.core.ids import parse_id
 from console.core.roles import OPERATOR
 
 _FILTERS = [
@@ -27,8 +32,12 @@ _FILTERS = [
     OpenApiParameter("preset", str, enum=Preset.values, description="Only runs of this preset."),
 ]
 _COMPARE = [
-    OpenApiParameter("a", int, required=True, description="Run A (before)."),
-    OpenApiParameter("b", int, required=True, description="Run B (after)."),
+    OpenApiParameter(
+        "a", str, required=True, description="Side A (before): a run id, or s<id> for a series."
+    ),
+    OpenApiParameter(
+        "b", str, required=True, description="Side B (after): a run id, or s<id> for a series."
+    ),
 ]
 
 
@@ -60,9 +69,7 @@ class BenchmarkRunViewSet(
                 raise ValidationError({"status": [f"must be one of {', '.join(RunStatus.values)}"]})
             qs = qs.filter(status=params["status"])
         if params.get("endpoint"):
-            if not params["endpoint"].isdigit():
-                raise ValidationError({"endpoint": ["must be an endpoint id"]})
-            qs = qs.filter(endpoint_id=int(params["endpoint"]))
+            qs = qs.filter(endpoint_id=parse_id(params["endpoint"], "endpoint"))
         if params.get("preset"):
             if params["preset"] not in Preset.values:
                 raise ValidationError({"preset": [f"must be one of {', '.join(Preset.values)}"]})
@@ -96,19 +103,60 @@ class BenchmarkRunViewSet(
     @extend_schema(parameters=_COMPARE, responses=ComparisonSerializer)
     @action(detail=False, methods=["get"])
     def compare(self, request: Request) -> Response:
-        """Per-tier deltas (B minus A) with bootstrap verdicts, and the config diff."""
-        ids = {}
+        """Per-tier deltas (B minus A) with verdicts whose intervals include run-to-run noise
+        when a side is a series; the config diff, run conditions and warnings."""
+        found = {}
         for name in ("a", "b"):
-            raw = request.query_params.get(name, "")
-            if not raw.isdigit():
-                raise ValidationError({name: ["required: the id of a run"]})
-            ids[name] = int(raw)
-        runs = {
-            r.pk: r
-            for r in BenchmarkRun.objects.select_related("endpoint").filter(pk__in=ids.values())
-        }
-        for name, pk in ids.items():
-            if pk not in runs:
-                raise ValidationError({name: [f"no run with id {pk}"]})
-        data = results.compare_runs(runs[ids["a"]], runs[ids["b"]])
+            try:
+                found[name] = sides.resolve(name, request.query_params.get(name, ""))
+            except sides.SideError as exc:
+                raise ValidationError({exc.field: [exc.message]}) from None
+        data = sides.compare_sides(found["a"], found["b"])
         return Response(ComparisonSerializer(data).data)
+
+    @extend_schema(request=RepeatSerializer, responses={202: RunSeriesSerializer})
+    @action(detail=True, methods=["post"])
+    def repeat(self, request: Request, pk: str | None = None) -> Response:
+        """Queue N more runs like this one (a series), one after another on its target."""
+        run = self.get_object()
+        body = RepeatSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        series = repeats.create_series(run, body.validated_data["repeats"], request.user, request)
+        data = RunSeriesSerializer(series, context={"request": request}).data
+        return Response(data, status=status.HTTP_202_ACCEPTED)
+
+    @extend_schema(request=RepeatPairSerializer, responses={202: RepeatPairResultSerializer})
+    @action(detail=False, methods=["post"], url_path="repeat-pair")
+    def repeat_pair(self, request: Request) -> Response:
+        """Queue N runs like `a` and N like `b`, interleaved A B A B; compare the two series."""
+        body = RepeatPairSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        v = body.validated_data
+        try:
+            series_a, series_b = repeats.create_pair(
+                v["a"], v["b"], v["repeats"], request.user, request
+            )
+        except services.RunError as exc:
+            raise ValidationError({exc.field: [exc.message]}) from None
+        context = {"request": request}
+        data = {
+            "a": RunSeriesSerializer(series_a, context=context).data,
+            "b": RunSeriesSerializer(series_b, context=context).data,
+            "compare": f"/api/v1/benchmarks/compare/?a={series_a.ref}&b={series_b.ref}",
+        }
+        return Response(data, status=status.HTTP_202_ACCEPTED)
+
+
+class RunSeriesViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    """Series of repeated runs: their runs and states; cancel (operator) stops the rest."""
+
+    serializer_class = RunSeriesSerializer
+    required_role = OPERATOR
+    queryset = RunSeries.objects.order_by("-created_at", "-id")
+
+    @extend_schema(request=None, responses={202: RunSeriesSerializer})
+    @action(detail=True, methods=["post"])
+    def cancel(self, request: Request, pk: str | None = None) -> Response:
+        series = repeats.request_cancel_series(self.get_object(), request.user, request)
+        data = self.get_serializer(series).data
+        return Response(data, status=status.HTTP_202_ACCEPTED)

@@ -153,6 +153,7 @@ class NodeSerializer(_AuditContext, serializers.ModelSerializer):
             "desired_launch_profile",
             "applied_launch_profile",
             "apply_errors",
+            "acknowledged_errors",
             "created_at",
         ]
         read_only_fields = [
@@ -167,6 +168,7 @@ class NodeSerializer(_AuditContext, serializers.ModelSerializer):
             "applied_tier_config",
             "applied_launch_profile",
             "apply_errors",
+            "acknowledged_errors",
             "created_at",
         ]
 
@@ -198,6 +200,14 @@ class NodeSerializer(_AuditContext, serializers.ModelSerializer):
     def update(self, instance: Node, validated_data: dict[str, Any]) -> Node:
         user, request = self._who()
         return services.update_node(instance, user, request, **validated_data)
+
+
+class NodeKindSerializer(serializers.Serializer):
+    kind = serializers.ChoiceField(
+        choices=["tier_config", "launch_profile", "gateway_keys", "reload"],
+        help_text="unset-desired: tier_config or launch_profile; acknowledge-error: any kind "
+        "the node reports an apply error of",
+    )
 
 
 class AgentCommandsSerializer(serializers.Serializer):

@@ -1,11 +1,11 @@
 from __future__ import annotations
 
 from django.urls import path
-from rest_framework.routers import SimpleRouter
 
+from console.core.routers import IdRouter
 from console.fleet.api.views import EndpointViewSet, GatewayKeyViewSet, HeartbeatView, NodeViewSet
 
-router = SimpleRouter(trailing_slash=True)
+router = IdRouter(trailing_slash=True)
 router.register("endpoints", EndpointViewSet, basename="endpoint")
 router.register("nodes", NodeViewSet, basename="node")
 router.register("gateway-keys", GatewayKeyViewSet, basename="gatewaykey")

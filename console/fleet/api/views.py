@@ -16,7 +16,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from console.core.roles import ADMIN, OPERATOR
-from console.fleet import heartbeat, probes, services
+from console.fleet import desired, heartbeat, probes, services
 from console.fleet.api.auth import IsAgentNode, NodeTokenAuthentication
 from console.fleet.api.serializers import (
     DoctorResultSerializer,
@@ -26,6 +26,7 @@ from console.fleet.api.serializers import (
     GatewayKeyCreatedSerializer,
     GatewayKeySerializer,
     NodeCreatedSerializer,
+    NodeKindSerializer,
     NodeSerializer,
     NodeTokenSerializer,
 )
@@ -126,6 +127,31 @@ class NodeViewSet(viewsets.ModelViewSet):
 
     def perform_destroy(self, instance: Node) -> None:
         services.delete_node(instance, self.request.user, self.request)
+
+    @extend_schema(request=NodeKindSerializer, responses=NodeSerializer)
+    @action(detail=True, methods=["post"], url_path="unset-desired", required_role=OPERATOR)
+    def unset_desired(self, request: Request, pk: str | None = None) -> Response:
+        """Stop desiring a version of `kind` (tier_config or launch_profile) on this node: the
+        agent keeps what it runs and drops its apply error of that kind. Audited."""
+        return self._node_action(request, desired.unset_desired)
+
+    @extend_schema(request=NodeKindSerializer, responses=NodeSerializer)
+    @action(detail=True, methods=["post"], url_path="acknowledge-error", required_role=OPERATOR)
+    def acknowledge_error(self, request: Request, pk: str | None = None) -> Response:
+        """Acknowledge the node's current apply error of `kind`: it no longer makes the node
+        degraded (a new failure shows again). Audited."""
+        return self._node_action(request, desired.acknowledge_apply_error)
+
+    def _node_action(self, request: Request, action: Any) -> Response:
+        node = self.get_object()
+        form = NodeKindSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        try:
+            action(node, form.validated_data["kind"], request.user, request)
+        except services.FleetError as exc:
+            raise ValidationError({exc.field: [exc.message]}) from None
+        node.refresh_from_db()
+        return Response(NodeSerializer(node, context=self.get_serializer_context()).data)
 
     @extend_schema(request=None, responses=NodeTokenSerializer)
     @action(detail=True, methods=["post"], url_path="rotate-token")

@@ -16,7 +16,7 @@ from console.core.roles import ADMIN, OPERATOR, VIEWER, has_role, require_role
 from console.fleet import probes, services
 from console.fleet.envfile import EnvError, render_env
 from console.fleet.forms import EndpointForm, EnvImportForm
-from console.fleet.models import Endpoint
+from console.fleet.models import Endpoint, base_url_hint
 
 
 @require_GET
@@ -78,6 +78,9 @@ def endpoint_edit(request: HttpRequest, pk: int | None = None) -> HttpResponse:
         else:
             endpoint = services.update_endpoint(endpoint, request.user, request, **data)
             messages.success(request, f"Endpoint {endpoint.name} saved.")
+        hint = base_url_hint(endpoint.base_url)
+        if hint:
+            messages.warning(request, hint)
         return redirect("fleet:endpoint-detail", pk=endpoint.pk)
     return render(request, "fleet/endpoint_form.html", {"form": form, "endpoint": endpoint})
 

@@ -1,4 +1,6 @@
-"""Node pages: the node list (live), node detail (telemetry chart), create, rotate, delete."""
+"""Node pages: the node list (live), node detail (telemetry chart), create, rotate, delete,
+and the operator's desired-state actions (unset a desired version, acknowledge an apply
+error)."""
 
 from __future__ import annotations
 
@@ -12,8 +14,8 @@ from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from console.core.roles import ADMIN, VIEWER, has_role, require_role
-from console.fleet import charts, services
+from console.core.roles import ADMIN, OPERATOR, VIEWER, has_role, require_role
+from console.fleet import charts, desired, services
 from console.fleet.forms import NodeForm
 from console.fleet.models import GatewayKey, Node
 
@@ -129,6 +131,7 @@ def node_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "endpoints": node.endpoints.all(),
             "keys": GatewayKey.objects.for_node(node),
             "is_admin": has_role(request.user, ADMIN),
+            "can_operate": has_role(request.user, OPERATOR),
         },
     )
 
@@ -140,7 +143,11 @@ def node_status(request: HttpRequest, pk: int) -> HttpResponse:
     """The node page's status card alone, for its 2-second refresh (live.js)."""
     require_role(request, VIEWER)
     node = _node_with_versions(pk)
-    return render(request, "fleet/_node_status.html", {"node": node, "status": node.status()})
+    return render(
+        request,
+        "fleet/_node_status.html",
+        {"node": node, "status": node.status(), "can_operate": has_role(request.user, OPERATOR)},
+    )
 
 
 @require_GET
@@ -172,3 +179,35 @@ def node_delete(request: HttpRequest, pk: int) -> HttpResponse:
     services.delete_node(node, request.user, request)
     messages.success(request, f"Node {node.name} deleted.")
     return redirect("fleet:node-list")
+
+
+@require_POST
+@login_required
+def node_unset_desired(request: HttpRequest, pk: int, kind: str) -> HttpResponse:
+    """Stop desiring a tier config or launch profile on this node (the agent keeps what it
+    runs)."""
+    require_role(request, OPERATOR)
+    node = get_object_or_404(Node, pk=pk)
+    try:
+        desired.unset_desired(node, kind, request.user, request)
+    except services.FleetError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, f"{node.name} desires no {kind.replace('_', ' ')} now.")
+    return redirect("fleet:node-detail", pk=pk)
+
+
+@require_POST
+@login_required
+def node_acknowledge_error(request: HttpRequest, pk: int, kind: str) -> HttpResponse:
+    require_role(request, OPERATOR)
+    node = get_object_or_404(Node, pk=pk)
+    try:
+        desired.acknowledge_apply_error(node, kind, request.user, request)
+    except services.FleetError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(
+            request, f"{kind.replace('_', ' ')} apply error of {node.name} acknowledged."
+        )
+    return redirect("fleet:node-detail", pk=pk)

@@ -11,17 +11,18 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import mixins, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import ValidationError
 from rest_framework.renderers import BaseRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from console.core.ids import parse_id
 from console.core.roles import OPERATOR
 from console.tuning.api.serializers import (
     LaunchProfileVersionSerializer,
     TierConfigVersionSerializer,
     VersionDiffSerializer,
 )
+from console.tuning.configmaps import render_configmap
 from console.tuning.kube import render_yaml
 from console.tuning.models import LaunchProfileVersion, TierConfigVersion, VersionedDocument
 
@@ -84,9 +85,7 @@ class _VersionViewSet(
         if raw in (None, ""):
             against = obj.previous()
         else:
-            if not raw.isdigit():
-                raise ValidationError({"against": ["must be the id of a version"]})
-            against = get_object_or_404(self.model, pk=int(raw))
+            against = get_object_or_404(self.model, pk=parse_id(raw, "against"))
         rows = obj.diff_from(against)
         data = {
             "against": _ref(against),
@@ -94,6 +93,15 @@ class _VersionViewSet(
             "changes": [r.as_dict() for r in rows],
         }
         return Response(VersionDiffSerializer(data).data)
+
+    @extend_schema(
+        responses={(200, "application/yaml"): OpenApiTypes.STR},
+        description="The version as a Kubernetes ConfigMap (one per name: the version, "
+        "author and message are labels and annotations), as the Git mirror commits it.",
+    )
+    @action(detail=True, methods=["get"], renderer_classes=[YAMLRenderer])
+    def configmap(self, request: Request, pk: str | None = None) -> Response:
+        return Response(render_configmap(self.get_object()))
 
 
 @extend_schema_view(list=extend_schema(parameters=[_NAME_FILTER]))
@@ -109,8 +117,9 @@ class LaunchProfileVersionViewSet(_VersionViewSet):
 
     @extend_schema(
         responses={(200, "application/yaml"): OpenApiTypes.STR},
-        description="Kubernetes manifests: PriorityClass, Deployment, Service and an "
-        "autoscaling/v2 HorizontalPodAutoscaler, as one multi-document YAML.",
+        description="Kubernetes manifests: PriorityClass, the engine StatefulSet (the agent "
+        "in front of vLLM), Service and an autoscaling/v2 HorizontalPodAutoscaler, as one "
+        "multi-document YAML.",
     )
     @action(detail=True, methods=["get"], renderer_classes=[YAMLRenderer])
     def kubernetes(self, request: Request, pk: str | None = None) -> Response:

@@ -50,6 +50,14 @@ class NodeSelection(models.TextChoices):
     LABEL = "label", "nodes with a label"
 
 
+class StaleTargets(models.TextChoices):
+    """Targets whose agent is stale or was never seen: they would only time the rollout out."""
+
+    EXCLUDE = "exclude", "leave them out"
+    REFUSE = "refuse", "refuse to start"
+    INCLUDE = "include", "include them anyway"
+
+
 class EventLevel(models.TextChoices):
     INFO = "info", "info"
     WARNING = "warning", "warning"

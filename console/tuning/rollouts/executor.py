@@ -12,8 +12,9 @@ the rollout up from those rows and carries on, or finalises it.
 
 Each poll reads the current wave's nodes (one query) and compares what their heartbeats
 reported with the targets (plan.progress). On any failure, timeout, SLO regression or abort
-the rollout turns to rolling_back: every node it touched is set back to the versions it had
-before, and the rollout ends once they report them applied.
+the rollout turns to rolling_back: every node it touched is set back to exactly its state
+before (plan.restore: the version it desired, or no desired version after going back to the
+version it ran), and the rollout ends once they report it applied and healthy.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from django.utils import timezone
 
 from console.audit.choices import Action
 from console.audit.services import record
+from console.fleet.desired import clear_desired
 from console.fleet.heartbeat import heartbeat_interval_s
 from console.fleet.models import Node, TelemetrySample
 from console.fleet.services import set_desired
@@ -49,18 +51,21 @@ from console.tuning.rollouts.choices import (
     RolloutState,
 )
 from console.tuning.rollouts.models import Rollout, RolloutNode, event
+from console.tuning.rollouts.parts import (
+    KINDS,
+    changed_kinds,
+    facts_of,
+    targets_of,
+    version_obj,
+)
 from console.tuning.rollouts.plan import (
     APPLIED,
     FAILED,
     HEALTHY,
-    LAUNCH_PROFILE,
-    TIER_CONFIG,
-    NodeFacts,
-    is_applied,
-    is_fresh,
     is_healthy,
     progress,
 )
+from console.tuning.rollouts.reverting import Reverting
 
 log = logging.getLogger(__name__)
 
@@ -81,33 +86,7 @@ def new_owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}:{uuid.uuid4().hex[:8]}"
 
 
-def facts_of(node: Node) -> NodeFacts:
-    return NodeFacts(
-        applied={
-            TIER_CONFIG: node.applied_tier_config_id,
-            LAUNCH_PROFILE: node.applied_launch_profile_id,
-        },
-        apply_errors=node.apply_errors or {},
-        health=node.health or {},
-        last_seen_at=node.last_seen_at,
-    )
-
-
-def targets_of(part: RolloutNode) -> dict[str, int | None]:
-    return {TIER_CONFIG: part.target_tier_config_id, LAUNCH_PROFILE: part.target_launch_profile_id}
-
-
-def previous_of(part: RolloutNode) -> dict[str, int | None]:
-    """The versions to go back to, for the kinds this rollout changed."""
-    return {
-        TIER_CONFIG: part.prev_tier_config_id if part.target_tier_config_id is not None else None,
-        LAUNCH_PROFILE: part.prev_launch_profile_id
-        if part.target_launch_profile_id is not None
-        else None,
-    }
-
-
-class Executor:
+class Executor(Reverting):
     def __init__(
         self,
         rollout_id: int,
@@ -231,22 +210,37 @@ class Executor:
                     wave_started_at=now
                 )
             groups: dict[tuple[int | None, int | None], list[Node]] = defaultdict(list)
+            unsets: dict[str, list[Node]] = defaultdict(list)
             nodes = Node.objects.in_bulk([p.node_id for p in pending])
             for part in pending:
                 node = nodes[part.node_id]
-                prev_tier = node.desired_tier_config_id or node.applied_tier_config_id
-                prev_profile = node.desired_launch_profile_id or node.applied_launch_profile_id
+                kinds = changed_kinds(part)
+                before: dict[str, int | None] = {}
+                for kind in KINDS:
+                    changed = kind in kinds
+                    before[f"prev_{kind}_id"] = (
+                        getattr(node, f"desired_{kind}_id") if changed else None
+                    )
+                    before[f"prev_applied_{kind}_id"] = (
+                        getattr(node, f"applied_{kind}_id") if changed else None
+                    )
                 claimed = RolloutNode.objects.filter(pk=part.pk, state=NodeState.PENDING).update(
-                    state=NodeState.APPLYING,
-                    applying_at=now,
-                    prev_tier_config_id=prev_tier if part.target_tier_config_id else None,
-                    prev_launch_profile_id=prev_profile if part.target_launch_profile_id else None,
+                    state=NodeState.APPLYING, applying_at=now, **before
                 )
                 if claimed:
                     groups[(part.target_tier_config_id, part.target_launch_profile_id)].append(node)
+                    for kind in kinds:  # no version to go through first: unset at once
+                        if getattr(part, f"unset_{kind}") and not getattr(
+                            part, f"target_{kind}_id"
+                        ):
+                            unsets[kind].append(node)
+            for kind, group in unsets.items():
+                clear_desired(group, [kind], user=rollout.created_by, reason=str(rollout))
             for (tier_id, profile_id), group in groups.items():
-                tier = _version("TierConfigVersion", tier_id)
-                profile = _version("LaunchProfileVersion", profile_id)
+                if tier_id is None and profile_id is None:
+                    continue
+                tier = version_obj("TierConfigVersion", tier_id)
+                profile = version_obj("LaunchProfileVersion", profile_id)
                 set_desired(
                     group,
                     tier_config=tier,
@@ -293,9 +287,18 @@ class Executor:
                     )
                 failed = failed or part
             elif verdict.state == HEALTHY:
-                if self._move(
-                    part, NodeState.HEALTHY, applied_at=part.applied_at or now, healthy_at=now
-                ):
+                with transaction.atomic():
+                    moved = self._move(
+                        part, NodeState.HEALTHY, applied_at=part.applied_at or now, healthy_at=now
+                    )
+                    later = [
+                        k
+                        for k in KINDS
+                        if getattr(part, f"unset_{k}") and getattr(part, f"target_{k}_id")
+                    ]
+                    if moved and later:  # back on what it ran before: now it desires nothing
+                        clear_desired([part.node], later, rollout.created_by, str(rollout))
+                if moved:
                     event(rollout, f"{part.node.name} applied and healthy", node=part.node, now=now)
             elif verdict.state == APPLIED and part.state == NodeState.APPLYING:
                 self._move(part, NodeState.APPLIED, applied_at=now)
@@ -312,27 +315,40 @@ class Executor:
         return bool(moved)
 
     def wave_healthy(self, rollout: Rollout, parts: list[RolloutNode], now: datetime) -> None:
+        """The wave is applied and healthy: watch it for its observation window (the canary's
+        soak, or a later wave's guard window), then judge the SLO guard and move on."""
         wave = rollout.current_wave
-        if rollout.has_guard and rollout.kind == RolloutKind.ROLLOUT:
+        window_s = rollout.observation_s(wave)
+        if window_s > 0:
+            what = "the SLO guard" if rollout.has_guard else "its health"
             if rollout.guard_since is None:
                 Rollout.objects.filter(pk=rollout.pk, guard_since=None).update(guard_since=now)
+                soak = "canary soaking" if rollout.is_canary_wave(wave) else "healthy"
                 event(
-                    rollout,
-                    f"wave {wave + 1} healthy; "
-                    f"watching the SLO guard for {rollout.guard_window_s:g} s",
-                    now=now,
+                    rollout, f"wave {wave + 1} {soak}; watching {what} for {window_s:g} s", now=now
                 )
                 return
-            if (now - rollout.guard_since).total_seconds() < rollout.guard_window_s:
+            sick = [
+                p.node.name for p in parts if not is_healthy(facts_of(p.node), now, self.fresh_s)
+            ]
+            if sick:
+                reason = f"wave {wave + 1}: {', '.join(sick)} unhealthy while being watched"
+                event(rollout, reason, level=EventLevel.ERROR, now=now)
+                self.begin_revert(rollout, RolloutState.ROLLED_BACK, reason, now)
                 return
-            result = self.evaluate_guard(rollout, parts, now)
-            if not result.ok:
-                event(rollout, result.message, level=EventLevel.ERROR, now=now)
-                self.begin_revert(
-                    rollout, RolloutState.ROLLED_BACK, f"wave {wave + 1}: {result.message}", now
-                )
+            if (now - rollout.guard_since).total_seconds() < window_s:
                 return
-            event(rollout, f"wave {wave + 1}: {result.message}", now=now)
+            if rollout.has_guard:
+                result = self.evaluate_guard(rollout, parts, now, window_s)
+                if not result.ok:
+                    event(rollout, result.message, level=EventLevel.ERROR, now=now)
+                    self.begin_revert(
+                        rollout, RolloutState.ROLLED_BACK, f"wave {wave + 1}: {result.message}", now
+                    )
+                    return
+                event(rollout, f"wave {wave + 1}: {result.message}", now=now)
+            else:
+                event(rollout, f"wave {wave + 1} stayed healthy for {window_s:g} s", now=now)
         else:
             event(rollout, f"wave {wave + 1} applied and healthy", now=now)
         Rollout.objects.filter(pk=rollout.pk, current_wave=wave).update(
@@ -342,10 +358,10 @@ class Executor:
         )
 
     def evaluate_guard(
-        self, rollout: Rollout, parts: list[RolloutNode], now: datetime
+        self, rollout: Rollout, parts: list[RolloutNode], now: datetime, window_s: float
     ) -> guard.GuardResult:
         ids = [p.node_id for p in parts]
-        window = timedelta(seconds=rollout.guard_window_s)
+        window = timedelta(seconds=window_s)
         started = rollout.wave_started_at or rollout.guard_since or now
         samples = TelemetrySample.objects.filter(node_id__in=ids)
         before = samples.filter(ts__gte=started - window, ts__lt=started).values_list(
@@ -361,82 +377,6 @@ class Executor:
             max_error_rate=rollout.guard_max_error_rate,
             tier=rollout.guard_tier,
         )
-
-    # -- backward --------------------------------------------------------------------------
-
-    def begin_revert(self, rollout: Rollout, outcome: str, reason: str, now: datetime) -> None:
-        if rollout.kind == RolloutKind.ROLLBACK:
-            # A rollback does not undo itself (that would re-apply what it is rolling back).
-            self.finish(rollout, outcome, reason, now)
-            return
-        if Rollout.objects.filter(pk=rollout.pk, state=RolloutState.RUNNING).update(
-            state=RolloutState.ROLLING_BACK, outcome=outcome, reason=reason, revert_started_at=now
-        ):
-            event(rollout, f"rolling back: {reason}", level=EventLevel.WARNING, now=now)
-
-    def revert_step(self, rollout: Rollout, now: datetime) -> None:
-        parts = list(
-            rollout.nodes.select_related("node")
-            .exclude(applying_at=None)
-            .exclude(state=NodeState.ROLLED_BACK)
-        )
-        to_set = [p for p in parts if p.reverted_at is None]
-        if to_set:
-            self.set_back(rollout, to_set, now)
-        started = rollout.revert_started_at or now
-        stuck: list[str] = []
-        for part in parts:
-            previous = previous_of(part)
-            facts = facts_of(part.node)
-            note = ""
-            if all(v is None for v in previous.values()):
-                note = "it had no previous version: left as it is"
-            elif not is_fresh(facts, now, self.fresh_s):
-                note = (
-                    "previous versions desired; the agent is not reporting "
-                    "and will take them when it returns"
-                )
-            elif is_applied(facts, previous) and is_healthy(facts, now, self.fresh_s):
-                note = "back on its previous versions and healthy"
-            elif (now - started).total_seconds() > rollout.convergence_timeout_s:
-                stuck.append(part.node.name)
-                continue
-            else:
-                continue
-            if self._move(part, NodeState.ROLLED_BACK):
-                event(rollout, f"{part.node.name} rolled back: {note}", node=part.node, now=now)
-        if stuck:
-            self.finish(
-                rollout,
-                RolloutState.FAILED,
-                f"{rollout.reason}; the rollback did not converge within "
-                f"{rollout.convergence_timeout_s:g} s on {', '.join(stuck)}",
-                now,
-            )
-        elif all(p.state == NodeState.ROLLED_BACK for p in parts):
-            self.finish(rollout, rollout.outcome or RolloutState.ROLLED_BACK, rollout.reason, now)
-
-    def set_back(self, rollout: Rollout, parts: list[RolloutNode], now: datetime) -> None:
-        with transaction.atomic():
-            groups: dict[tuple[int | None, int | None], list[Node]] = defaultdict(list)
-            for part in parts:
-                if RolloutNode.objects.filter(pk=part.pk, reverted_at=None).update(reverted_at=now):
-                    part.reverted_at = now
-                    previous = previous_of(part)
-                    groups[(previous[TIER_CONFIG], previous[LAUNCH_PROFILE])].append(part.node)
-            for (tier_id, profile_id), group in groups.items():
-                if tier_id is None and profile_id is None:
-                    continue
-                set_desired(
-                    group,
-                    tier_config=_version("TierConfigVersion", tier_id),
-                    launch_profile=_version("LaunchProfileVersion", profile_id),
-                    user=rollout.created_by,
-                    reason=f"rolling back {rollout}",
-                )
-            count = sum(len(g) for g in groups.values())
-            if count:
-                event(rollout, f"previous versions desired again on {count} node(s)", now=now)
 
     # -- end -------------------------------------------------------------------------------
 
@@ -460,14 +400,6 @@ class Executor:
                 before={"state": rollout.state},
                 after={"state": state, "reason": reason},
             )
-
-
-def _version(model_name: str, pk: int | None) -> Any:
-    if pk is None:
-        return None
-    from console.tuning import models
-
-    return getattr(models, model_name).objects.get(pk=pk)
 
 
 def execute(rollout_id: int, **kwargs: Any) -> str:

@@ -8,10 +8,11 @@ from typing import Any
 from django import forms
 from django.db.models import Count
 
+from console.fleet.choices import NodeStatus
 from console.fleet.models import Node
 from console.tuning.models import LaunchProfileVersion, TierConfigVersion
-from console.tuning.rollouts.choices import NodeSelection
-from console.tuning.rollouts.services import DEFAULT_TIMEOUT_S
+from console.tuning.rollouts import services
+from console.tuning.rollouts.choices import NodeSelection, StaleTargets
 
 
 class _VersionChoice(forms.ModelChoiceField):
@@ -22,7 +23,12 @@ class _VersionChoice(forms.ModelChoiceField):
 class _NodeChoice(forms.ModelMultipleChoiceField):
     def label_from_instance(self, obj: Any) -> str:
         labels = f" [{', '.join(obj.labels)}]" if obj.labels else ""
-        return f"{obj.name}{labels}"
+        status = obj.status()
+        stale = f" — {NodeStatus(status).label}" if status in STALE else ""
+        return f"{obj.name}{labels}{stale}"
+
+
+STALE = (NodeStatus.NEW, NodeStatus.STALE)
 
 
 def suggested_tier_config() -> TierConfigVersion | None:
@@ -66,6 +72,12 @@ class RolloutForm(forms.Form):
         label="Selected nodes",
     )
     label = forms.CharField(required=False, max_length=100, label="Label")
+    stale_targets = forms.ChoiceField(
+        choices=StaleTargets.choices,
+        initial=StaleTargets.EXCLUDE,
+        label="Stale or never-seen targets",
+        help_text="Their agents are not reporting: including them only times the rollout out.",
+    )
     canary_count = forms.IntegerField(min_value=0, initial=1, label="Canary nodes")
     wave_size = forms.IntegerField(
         min_value=0,
@@ -74,23 +86,40 @@ class RolloutForm(forms.Form):
         help_text="Nodes per wave after the canaries; 0: all the rest at once.",
     )
     convergence_timeout_s = forms.FloatField(
-        min_value=1, initial=DEFAULT_TIMEOUT_S, label="Convergence timeout (s)"
+        min_value=1,
+        max_value=services.MAX_TIMEOUT_S,
+        initial=services.DEFAULT_TIMEOUT_S,
+        label="Convergence timeout (s)",
+    )
+    canary_soak_s = forms.FloatField(
+        min_value=0,
+        max_value=services.MAX_WINDOW_S,
+        initial=services.DEFAULT_CANARY_SOAK_S,
+        label="Canary soak (s)",
+        help_text=f"The canary wave runs this long, watched, before the next wave "
+        f"(default {services.DEFAULT_CANARY_SOAK_S:g} s; 0: no soak).",
     )
     guard_max_ttft_p99_regression_pct = forms.FloatField(
         min_value=0,
         required=False,
+        initial=services.DEFAULT_GUARD_TTFT_P99_REGRESSION_PCT,
         label="SLO guard: max TTFT P99 regression (%)",
-        help_text="Empty: no TTFT check.",
+        help_text=f"Default {services.DEFAULT_GUARD_TTFT_P99_REGRESSION_PCT:g} %; "
+        "empty: no TTFT check.",
     )
     guard_max_error_rate = forms.FloatField(
         min_value=0,
         max_value=1,
         required=False,
+        initial=services.DEFAULT_GUARD_ERROR_RATE,
         label="SLO guard: max error rate (0-1)",
-        help_text="Empty: no check.",
+        help_text=f"Default {services.DEFAULT_GUARD_ERROR_RATE:g}; empty: no error-rate check.",
     )
     guard_window_s = forms.FloatField(
-        min_value=1, initial=30.0, label="SLO guard: observation window (s)"
+        min_value=1,
+        max_value=services.MAX_WINDOW_S,
+        initial=services.DEFAULT_GUARD_WINDOW_S,
+        label="SLO guard: window after each later wave (s)",
     )
     guard_tier = forms.CharField(
         max_length=50,
@@ -113,3 +142,4 @@ class RolloutForm(forms.Form):
             suggested = suggested_tier_config()
             if suggested is not None:
                 self.fields["tier_config"].initial = suggested.pk
+        self.stale_nodes = [n for n in self.fields["nodes"].queryset if n.status() in STALE]

@@ -22,6 +22,7 @@ from console.tuning.rollouts.choices import (
     NodeState,
     RolloutKind,
     RolloutState,
+    StaleTargets,
 )
 from console.tuning.rollouts.guard import DEFAULT_TIER
 
@@ -67,6 +68,15 @@ class Rollout(models.Model):
     )
     label = models.CharField(max_length=100, blank=True)
 
+    stale_targets = models.CharField(
+        max_length=10,
+        choices=StaleTargets.choices,
+        default=StaleTargets.EXCLUDE,
+        help_text="What to do with targets that are stale or never seen",
+    )
+    # The targets left out because they were stale or never seen: [{"id", "name", "status"}].
+    excluded_nodes = models.JSONField(default=list, blank=True)
+
     canary_count = models.PositiveIntegerField(
         default=1, help_text="Nodes in the first wave; 0: no canary"
     )
@@ -80,7 +90,12 @@ class Rollout(models.Model):
     guard_max_error_rate = models.FloatField(
         null=True, blank=True, help_text="0-1, errors and rejections"
     )
-    guard_window_s = models.FloatField(default=30.0, help_text="Observation window after each wave")
+    canary_soak_s = models.FloatField(
+        default=60.0, help_text="How long the canary wave runs before the next wave; 0: no soak"
+    )
+    guard_window_s = models.FloatField(
+        default=30.0, help_text="Observation window after each later wave (with a guard)"
+    )
     guard_tier = models.CharField(
         max_length=50, default=DEFAULT_TIER, help_text="Tier whose TTFT P99 is guarded"
     )
@@ -142,6 +157,20 @@ class Rollout(models.Model):
             or self.guard_max_error_rate is not None
         )
 
+    def is_canary_wave(self, wave: int) -> bool:
+        return wave == 0 and self.canary_count > 0 and self.kind == RolloutKind.ROLLOUT
+
+    def observation_s(self, wave: int) -> float:
+        """How long a wave is watched once applied and healthy before the next one starts:
+        the canary for its soak (the guard window when the soak is 0), later waves for the
+        guard window when there is a guard. Rollbacks are not held up."""
+        if self.kind != RolloutKind.ROLLOUT:
+            return 0.0
+        guard_s = self.guard_window_s if self.has_guard else 0.0
+        if self.is_canary_wave(wave):
+            return self.canary_soak_s or guard_s
+        return guard_s
+
     @property
     def target_label(self) -> str:
         parts = [v.label for v in (self.tier_config, self.launch_profile) if v is not None]
@@ -161,6 +190,9 @@ class Rollout(models.Model):
             "guard_max_ttft_p99_regression_pct": self.guard_max_ttft_p99_regression_pct,
             "guard_max_error_rate": self.guard_max_error_rate,
             "guard_window_s": self.guard_window_s,
+            "canary_soak_s": self.canary_soak_s,
+            "stale_targets": self.stale_targets,
+            "excluded_nodes": self.excluded_nodes,
             "state": self.state,
             "reason": self.reason,
         }
@@ -173,10 +205,17 @@ class RolloutNode(models.Model):
     position = models.PositiveIntegerField(help_text="Order within the rollout")
     target_tier_config = models.ForeignKey("tuning.TierConfigVersion", **_VERSION_FK)
     target_launch_profile = models.ForeignKey("tuning.LaunchProfileVersion", **_VERSION_FK)
-    # What the node desired (or, when it desired nothing, ran) just before this rollout set it:
-    # the versions a rollback goes back to. Written in the same transaction as the change.
+    # What the node desired (None: nothing) and ran just before this rollout set it, for the
+    # kinds it targets: a rollback restores exactly that (plan.restore). Written in the same
+    # transaction as the change.
     prev_tier_config = models.ForeignKey("tuning.TierConfigVersion", **_VERSION_FK)
     prev_launch_profile = models.ForeignKey("tuning.LaunchProfileVersion", **_VERSION_FK)
+    prev_applied_tier_config = models.ForeignKey("tuning.TierConfigVersion", **_VERSION_FK)
+    prev_applied_launch_profile = models.ForeignKey("tuning.LaunchProfileVersion", **_VERSION_FK)
+    # Rollbacks only: end with no desired version of this kind (after the target, if any, is
+    # applied and healthy, so the node runs what it ran before and then desires nothing).
+    unset_tier_config = models.BooleanField(default=False)
+    unset_launch_profile = models.BooleanField(default=False)
 
     state = models.CharField(max_length=15, choices=NodeState.choices, default=NodeState.PENDING)
     error = models.TextField(blank=True, help_text="The agent's or engine's error, or the timeout")

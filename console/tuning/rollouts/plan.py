@@ -1,7 +1,8 @@
 """Pure rules of a rollout: which wave each node is in, and how far one node has got.
 
-No Django, no clock of its own: the executor passes the facts and `now`, so every verdict can
-be tested to the millisecond without sleeping.
+No database, no clock of its own: the executor passes the facts and `now`, so every verdict
+can be tested to the millisecond without sleeping. Whether a node is healthy is the fleet's
+one rule (console/fleet/status.py), the same the fleet and rollout pages show.
 """
 
 from __future__ import annotations
@@ -10,6 +11,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+
+from console.fleet.choices import NodeStatus
+from console.fleet.status import node_status, open_errors
 
 TIER_CONFIG = "tier_config"
 LAUNCH_PROFILE = "launch_profile"
@@ -43,6 +47,11 @@ class NodeFacts:
     apply_errors: Mapping[str, Any]
     health: Mapping[str, Any]
     last_seen_at: datetime | None
+    acknowledged_errors: Mapping[str, Any] | None = None
+
+    @property
+    def open_errors(self) -> dict[str, Any]:
+        return open_errors(self.apply_errors, self.acknowledged_errors)
 
 
 @dataclass(frozen=True)
@@ -56,13 +65,32 @@ def is_fresh(facts: NodeFacts, now: datetime, fresh_s: float) -> bool:
 
 
 def is_healthy(facts: NodeFacts, now: datetime, fresh_s: float) -> bool:
-    """Heard from recently, and its gateway and engine say ok."""
-    health = facts.health or {}
-    return (
-        is_fresh(facts, now, fresh_s)
-        and health.get("gateway") == "ok"
-        and health.get("engine") == "ok"
+    """Heard from within `fresh_s`, gateway and engine ok, no open apply error."""
+    status = node_status(
+        last_seen_at=facts.last_seen_at,
+        health=facts.health,
+        open_errors=facts.open_errors,
+        now=now,
+        stale_after_s=fresh_s,
     )
+    return status == NodeStatus.HEALTHY
+
+
+@dataclass(frozen=True)
+class Restore:
+    """How one kind goes back to its state before a rollout: desire `version` (None: no
+    version to wait for) and, when `unset`, end with no desired version."""
+
+    version: int | None
+    unset: bool
+
+
+def restore(prev_desired: int | None, prev_applied: int | None) -> Restore:
+    """Exactly the state before: the version it desired; or, when it desired none, no desired
+    version, after going back to the version it ran (if the console knows one)."""
+    if prev_desired is not None:
+        return Restore(prev_desired, False)
+    return Restore(prev_applied, True)
 
 
 def apply_error(facts: NodeFacts, kind: str, version: int) -> str | None:
@@ -119,6 +147,11 @@ def progress(
                 "the agent has not reported the new version applied",
             )
         detail = (facts.health or {}).get("detail") or ""
+        errors = facts.open_errors
+        if errors:
+            detail = "; ".join(
+                f"open {kind} apply error: {(e or {}).get('error')}" for kind, e in errors.items()
+            )
         return Verdict(
             FAILED,
             f"timed out after {timeout_s:g} s: applied but not healthy "

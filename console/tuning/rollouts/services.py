@@ -2,10 +2,12 @@
 event in the same transaction as its change.
 
     create_rollout(*, tier_config=None, launch_profile=None, selection="all", nodes=(), label="",
-                   canary_count=1, wave_size=0, convergence_timeout_s=120.0,
-                   guard_max_ttft_p99_regression_pct=None, guard_max_error_rate=None,
+                   stale_targets="exclude", canary_count=1, wave_size=0,
+                   convergence_timeout_s=120.0, canary_soak_s=60.0,
+                   guard_max_ttft_p99_regression_pct=50.0, guard_max_error_rate=0.05,
                    guard_window_s=30.0, guard_tier=None, message="", user=None,
                    request=None, start=True) -> Rollout
+    (which nodes, stale ones left out: targets.py)
     rollback_rollout(rollout, user=None, request=None, start=True) -> Rollout
     rollback_version(version, user=None, request=None, start=True) -> Rollout
     abort_rollout(rollout, user=None, request=None) -> Rollout
@@ -26,8 +28,9 @@ from django.utils import timezone
 
 from console.audit.choices import Action
 from console.audit.services import record
-from console.fleet.choices import NodeMode
+from console.fleet.choices import NodeMode, NodeStatus
 from console.fleet.models import Node
+from console.tuning.engine_check import profile_refusals
 from console.tuning.models import LaunchProfileVersion, TierConfigVersion
 from console.tuning.rollouts import guard
 from console.tuning.rollouts.choices import (
@@ -36,53 +39,32 @@ from console.tuning.rollouts.choices import (
     NodeState,
     RolloutKind,
     RolloutState,
+    StaleTargets,
 )
 from console.tuning.rollouts.models import Rollout, RolloutNode, event
-from console.tuning.rollouts.plan import assign_waves
+from console.tuning.rollouts.plan import assign_waves, restore
+from console.tuning.rollouts.targets import (
+    RolloutError,
+    Target,
+    apply_stale_rule,
+    resolve_nodes,
+)
 from scheduler import ConfigError
 
 DEFAULT_TIMEOUT_S = 120.0
 MAX_TIMEOUT_S = 86_400.0
 MAX_WINDOW_S = 3_600.0
-
-
-class RolloutError(ValueError):
-    """A rule broken by otherwise well-formed input; `field` names what to fix."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(message)
-        self.field = field
-        self.message = message
+# The defaults an operator gets unless they change them (docs/rollouts.md): the canary wave
+# runs this long before the next wave starts, and the SLO guard compares its figures with the
+# same nodes' figures before the change. None for a check turns it off.
+DEFAULT_CANARY_SOAK_S = 60.0
+DEFAULT_GUARD_WINDOW_S = 30.0
+DEFAULT_GUARD_TTFT_P99_REGRESSION_PCT = 50.0
+DEFAULT_GUARD_ERROR_RATE = 0.05
 
 
 def _user(user: Any) -> Any:
     return user if user is not None and getattr(user, "is_authenticated", False) else None
-
-
-def resolve_nodes(selection: str, nodes: Iterable[Node | int] = (), label: str = "") -> list[Node]:
-    """The nodes a selection names, in a stable order (by name)."""
-    if selection == NodeSelection.ALL:
-        found = list(Node.objects.order_by("name"))
-    elif selection == NodeSelection.NODES:
-        ids = [n.pk if isinstance(n, Node) else int(n) for n in nodes]
-        if not ids:
-            raise RolloutError("nodes", "choose at least one node")
-        found = list(Node.objects.filter(pk__in=ids).order_by("name"))
-        missing = sorted(set(ids) - {n.pk for n in found})
-        if missing:
-            raise RolloutError("nodes", f"no such node: {', '.join(map(str, missing))}")
-    elif selection == NodeSelection.LABEL:
-        if not label:
-            raise RolloutError("label", "give the label that selects the nodes")
-        # Labels are a JSON list; filtering in Python keeps SQLite and PostgreSQL alike.
-        found = [n for n in Node.objects.order_by("name") if label in (n.labels or [])]
-        if not found:
-            raise RolloutError("label", f"no node has the label {label!r}")
-    else:
-        raise RolloutError("node_selection", f"must be one of {', '.join(NodeSelection.values)}")
-    if not found:
-        raise RolloutError("nodes", "no node to roll out to: add nodes first")
-    return found
 
 
 def _check_free(nodes: Sequence[Node]) -> None:
@@ -113,6 +95,7 @@ def _check_strategy(
     pct: float | None,
     error_rate: float | None,
     window_s: float,
+    soak_s: float = 0.0,
 ) -> None:
     if canary_count < 0:
         raise RolloutError("canary_count", "must be 0 or more")
@@ -128,11 +111,13 @@ def _check_strategy(
         raise RolloutError("guard_max_error_rate", "must be between 0 and 1")
     if not 1.0 <= window_s <= MAX_WINDOW_S:
         raise RolloutError("guard_window_s", f"must be between 1 and {MAX_WINDOW_S:g} seconds")
+    if not 0.0 <= soak_s <= MAX_WINDOW_S:
+        raise RolloutError("canary_soak_s", f"must be between 0 and {MAX_WINDOW_S:g} seconds")
 
 
 def _store(
     rollout: Rollout,
-    parts: list[tuple[Node, TierConfigVersion | None, LaunchProfileVersion | None]],
+    parts: list[Target],
     user: Any,
     request: HttpRequest | None,
     action: str,
@@ -144,13 +129,15 @@ def _store(
         [
             RolloutNode(
                 rollout=rollout,
-                node=node,
+                node=t.node,
                 wave=wave,
                 position=index,
-                target_tier_config=tier,
-                target_launch_profile=profile,
+                target_tier_config=t.tier_config,
+                target_launch_profile=t.launch_profile,
+                unset_tier_config=t.unset_tier_config,
+                unset_launch_profile=t.unset_launch_profile,
             )
-            for index, ((node, tier, profile), wave) in enumerate(zip(parts, waves, strict=True))
+            for index, (t, wave) in enumerate(zip(parts, waves, strict=True))
         ]
     )
     count = max(waves) + 1 if waves else 0
@@ -159,10 +146,17 @@ def _store(
         f"created by {getattr(rollout.created_by, 'username', 'system')}: {rollout.target_label} "
         f"to {len(parts)} node(s) in {count} wave(s)",
     )
+    if rollout.excluded_nodes:
+        event(
+            rollout,
+            "left out, stale or never seen: "
+            + ", ".join(f"{n['name']} ({n['status']})" for n in rollout.excluded_nodes),
+            level="warning",
+        )
     record(
         action=action,
         obj=rollout,
-        after={**rollout.audit_dict(), "nodes": [n.pk for n, _, _ in parts]},
+        after={**rollout.audit_dict(), "nodes": [t.node.pk for t in parts]},
         user=user,
         request=request,
         message=rollout.message,
@@ -196,12 +190,14 @@ def create_rollout(
     selection: str = NodeSelection.ALL,
     nodes: Iterable[Node | int] = (),
     label: str = "",
+    stale_targets: str = StaleTargets.EXCLUDE,
     canary_count: int = 1,
     wave_size: int = 0,
     convergence_timeout_s: float = DEFAULT_TIMEOUT_S,
-    guard_max_ttft_p99_regression_pct: float | None = None,
-    guard_max_error_rate: float | None = None,
-    guard_window_s: float = 30.0,
+    canary_soak_s: float = DEFAULT_CANARY_SOAK_S,
+    guard_max_ttft_p99_regression_pct: float | None = DEFAULT_GUARD_TTFT_P99_REGRESSION_PCT,
+    guard_max_error_rate: float | None = DEFAULT_GUARD_ERROR_RATE,
+    guard_window_s: float = DEFAULT_GUARD_WINDOW_S,
     guard_tier: str | None = None,  # None: the most urgent tier of the tier config
     message: str = "",
     user: Any = None,
@@ -219,12 +215,13 @@ def create_rollout(
         guard_max_ttft_p99_regression_pct,
         guard_max_error_rate,
         guard_window_s,
+        canary_soak_s,
     )
     if guard_tier is None:
         guard_tier = guard_tier_of(tier_config)
     if not guard_tier:
         raise RolloutError("guard_tier", "name the tier whose TTFT the guard watches")
-    chosen = resolve_nodes(selection, nodes, label)
+    chosen, excluded = apply_stale_rule(resolve_nodes(selection, nodes, label), stale_targets)
     if launch_profile is not None:
         attached = [n.name for n in chosen if n.mode == NodeMode.ATTACHED]
         if attached:
@@ -232,6 +229,9 @@ def create_rollout(
                 "launch_profile",
                 "launch profiles need managed mode; attached: " + ", ".join(attached),
             )
+        refused = profile_refusals(launch_profile.args, chosen)  # the nodes' own engines
+        if refused:
+            raise RolloutError("launch_profile", "; ".join(refused))
     rollout = Rollout(
         kind=RolloutKind.ROLLOUT,
         tier_config=tier_config,
@@ -239,9 +239,14 @@ def create_rollout(
         message=message,
         node_selection=selection,
         label=label if selection == NodeSelection.LABEL else "",
+        stale_targets=stale_targets,
+        excluded_nodes=[
+            {"id": n.pk, "name": n.name, "status": NodeStatus(n.status()).label} for n in excluded
+        ],
         canary_count=canary_count,
         wave_size=wave_size,
         convergence_timeout_s=convergence_timeout_s,
+        canary_soak_s=canary_soak_s,
         guard_max_ttft_p99_regression_pct=guard_max_ttft_p99_regression_pct,
         guard_max_error_rate=guard_max_error_rate,
         guard_window_s=guard_window_s,
@@ -251,7 +256,7 @@ def create_rollout(
         _check_free(chosen)
         _store(
             rollout,
-            [(n, tier_config, launch_profile) for n in chosen],
+            [Target(n, tier_config, launch_profile) for n in chosen],
             user,
             request,
             Action.ROLLOUT,
@@ -262,7 +267,7 @@ def create_rollout(
 
 
 def _rollback(
-    parts: list[tuple[Node, TierConfigVersion | None, LaunchProfileVersion | None]],
+    parts: list[Target],
     *,
     rollback_of: Rollout | None,
     tier_config: TierConfigVersion | None,
@@ -282,16 +287,37 @@ def _rollback(
         launch_profile=launch_profile,
         message=message,
         node_selection=NodeSelection.NODES,
+        stale_targets=StaleTargets.INCLUDE,
         canary_count=0,
         wave_size=0,
         convergence_timeout_s=timeout_s,
+        canary_soak_s=0.0,
+        guard_max_ttft_p99_regression_pct=None,
+        guard_max_error_rate=None,
     )
     with transaction.atomic():
-        _check_free([n for n, _, _ in parts])
+        _check_free([t.node for t in parts])
         _store(rollout, parts, user, request, Action.ROLLBACK)
         if start:
             enqueue(rollout)
     return rollout
+
+
+def _restore_target(part: RolloutNode) -> Target:
+    """The part of a rollback that puts this node back exactly as it was before `part`'s
+    rollout: each kind the rollout targeted goes back to its desired version, or to no desired
+    version (after the version it ran, when the console knows one)."""
+    fields: dict[str, Any] = {}
+    for kind, model in (
+        ("tier_config", TierConfigVersion),
+        ("launch_profile", LaunchProfileVersion),
+    ):
+        if getattr(part, f"target_{kind}_id") is None:
+            continue
+        r = restore(getattr(part, f"prev_{kind}_id"), getattr(part, f"prev_applied_{kind}_id"))
+        fields[kind] = model.objects.get(pk=r.version) if r.version is not None else None
+        fields[f"unset_{kind}"] = r.unset
+    return Target(part.node, **fields)
 
 
 def rollback_rollout(
@@ -308,25 +334,21 @@ def rollback_rollout(
         raise RolloutError(
             "kind", f"{rollout} is itself a rollback: to undo it, roll the versions out again"
         )
-    parts = []
-    for part in (
-        rollout.nodes.select_related("node", "prev_tier_config", "prev_launch_profile")
+    parts = [
+        _restore_target(part)
+        for part in rollout.nodes.select_related("node")
         .exclude(applying_at=None)
         .exclude(state=NodeState.ROLLED_BACK)
-    ):
-        tier = part.prev_tier_config if part.target_tier_config_id is not None else None
-        profile = part.prev_launch_profile if part.target_launch_profile_id is not None else None
-        if tier is not None or profile is not None:
-            parts.append((part.node, tier, profile))
+    ]
     if not parts:
-        raise RolloutError("state", f"{rollout} changed no node that had a version before it")
-    tiers = {t.pk for _, t, _ in parts if t is not None}
-    profiles = {p.pk for _, _, p in parts if p is not None}
+        raise RolloutError("state", f"{rollout} changed no node")
+    tiers = {t.tier_config for t in parts}
+    profiles = {t.launch_profile for t in parts}
     return _rollback(
         parts,
         rollback_of=rollout,
-        tier_config=parts[0][1] if len(tiers) == 1 else None,
-        launch_profile=parts[0][2] if len(profiles) == 1 else None,
+        tier_config=next(iter(tiers)) if len(tiers) == 1 else None,
+        launch_profile=next(iter(profiles)) if len(profiles) == 1 else None,
         timeout_s=rollout.convergence_timeout_s,
         message=f"roll back {rollout}",
         user=user,
@@ -354,7 +376,7 @@ def rollback_version(
     tier = previous if isinstance(previous, TierConfigVersion) else None
     profile = previous if isinstance(previous, LaunchProfileVersion) else None
     return _rollback(
-        [(n, tier, profile) for n in nodes],
+        [Target(n, tier, profile) for n in nodes],
         rollback_of=None,
         tier_config=tier,
         launch_profile=profile,

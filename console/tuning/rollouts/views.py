@@ -14,6 +14,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from console.core.ids import optional_id
 from console.core.roles import OPERATOR, VIEWER, has_role, require_role
 from console.tuning.diffs import display_rows
 from console.tuning.models import LaunchProfileVersion, TierConfigVersion
@@ -107,9 +108,9 @@ def rollout_list(request: HttpRequest) -> HttpResponse:
 def rollout_create(request: HttpRequest) -> HttpResponse:
     require_role(request, OPERATOR)
     initial = {
-        field: request.GET[key]
+        field: optional_id(request.GET.get(key), key)
         for key, field in (("tierconfig", "tier_config"), ("launchprofile", "launch_profile"))
-        if request.GET.get(key, "").isdigit()
+        if request.GET.get(key)
     }
     form = RolloutForm(request.POST or None, initial=initial)
     if request.method == "POST" and form.is_valid():
@@ -122,9 +123,11 @@ def rollout_create(request: HttpRequest) -> HttpResponse:
                 selection=data["node_selection"],
                 nodes=list(data["nodes"]),
                 label=data["label"],
+                stale_targets=data["stale_targets"],
                 canary_count=data["canary_count"],
                 wave_size=data["wave_size"],
                 convergence_timeout_s=data["convergence_timeout_s"],
+                canary_soak_s=data["canary_soak_s"],
                 message=data["message"],
                 user=request.user,
                 request=request,

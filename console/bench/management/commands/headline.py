@@ -26,7 +26,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 from django.urls import reverse
 
-from console.bench import services
+from console.bench import lifecycle, services
 from console.bench.choices import RunStatus
 from console.bench.execution import store_result
 from console.bench.models import BenchmarkRun
@@ -130,11 +130,11 @@ def store_arm(doc: dict[str, Any], arm: dict[str, Any], result: RunResult) -> Be
             endpoint=endpoint, workload=workload, model=model,
             tier_profiles=doc["workload"]["tiers"], label=label[:200], notes=notes, enqueue=False,
         )  # fmt: skip
-        if not services.claim(run.pk, now=_dt(result.started_at)):
+        if not lifecycle.claim(run.pk, now=_dt(result.started_at)):
             raise CommandError(f"run {run.pk}: could not be marked running")
     store_result(run.pk, result)
     measured = sum(1 for s in result.samples if not s.warmup)
-    services.finish(
+    lifecycle.finish(
         run.pk, RunStatus.SUCCEEDED.value, "",
         summary=result.summary, timeseries=result.timeseries, validity=result.validity,
         measured_from=_dt(result.window[0]), measured_to=_dt(result.window[1]),

@@ -3,11 +3,14 @@ the embedded demo in the foreground until Ctrl-C, which stops them all."""
 
 from __future__ import annotations
 
+import logging
 import os
+import re
 import secrets
 import signal
 import subprocess
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -18,6 +21,13 @@ from django.core.management.base import BaseCommand, CommandParser
 
 from console.core.demo import DemoContext, ProcessSpec, process_specs, run_seeders
 from console.core.roles import ensure_role_groups
+
+TAIL_LINES = 20
+
+
+def _tail(path: Path) -> str:
+    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()[-TAIL_LINES:]
+    return "\n".join(f"    | {line}" for line in lines) + f"\n    (whole log: {path})"
 
 
 class Command(BaseCommand):
@@ -33,6 +43,11 @@ class Command(BaseCommand):
         parser.add_argument(
             "--no-processes", action="store_true", help="set up only, start nothing"
         )
+        parser.add_argument(
+            "--verbose",
+            action="store_true",
+            help="show every process's output here instead of in data/logs/",
+        )
 
     def handle(self, *args: Any, **opts: Any) -> None:
         call_command("migrate", interactive=False, verbosity=0)
@@ -42,15 +57,18 @@ class Command(BaseCommand):
             host=opts["host"], port=opts["port"], data_dir=settings.DATA_DIR, admin=admin
         )
         notes = run_seeders(ctx)
-        self.stdout.write(self.style.SUCCESS(f"Tiergate demo: {ctx.console_url}/"))
-        self.stdout.write(
-            f"  sign in as: admin / {password}   (saved in {settings.DATA_DIR / 'demo-admin.txt'})"
-        )
+        login = [
+            f"Tiergate demo: {ctx.console_url}/",
+            f"  sign in as: admin / {password}   (saved in {settings.DATA_DIR / 'demo-admin.txt'})",
+        ]
+        self.stdout.write(self.style.SUCCESS(login[0]))
+        self.stdout.write(login[1])
         for note in notes:
             self.stdout.write(f"  {note}")
         if opts["no_processes"]:
             return
-        self._run(process_specs(ctx))
+        log_dir = None if opts["verbose"] else settings.DATA_DIR / "logs"
+        self._run(process_specs(ctx), login, log_dir)
 
     def _demo_admin(self) -> tuple[Any, str]:
         User = get_user_model()
@@ -68,8 +86,13 @@ class Command(BaseCommand):
         secret_file.chmod(0o600)
         return admin, password
 
-    def _run(self, specs: list[ProcessSpec]) -> None:
+    def _run(self, specs: list[ProcessSpec], login: list[str], log_dir: Path | None) -> None:
+        """Start every process and wait. With a `log_dir`, each process writes to a file of
+        its own there (heartbeat access lines would otherwise bury the sign-in), and this
+        terminal shows only starts, stops, failures and, last, the sign-in again."""
+        logging.getLogger("httpx").setLevel(logging.WARNING)  # our own readiness polls
         procs: list[tuple[ProcessSpec, subprocess.Popen[bytes]]] = []
+        logs: dict[str, Path] = {}
         stopping = False
 
         def stop(*_: Any) -> None:
@@ -79,21 +102,45 @@ class Command(BaseCommand):
         signal.signal(signal.SIGINT, stop)
         signal.signal(signal.SIGTERM, stop)
         try:
+            if log_dir is not None:
+                log_dir.mkdir(parents=True, exist_ok=True)
             for spec in specs:
                 env = {**os.environ, **spec.env}
+                out: Any = None
+                if log_dir is not None:
+                    logs[spec.name] = log_dir / (
+                        re.sub(r"[^A-Za-z0-9_.-]+", "-", spec.name) + ".log"
+                    )
+                    out = logs[spec.name].open("wb")
                 # Own process group: Ctrl-C reaches us once and we stop children in order.
-                proc = subprocess.Popen(spec.argv, env=env, start_new_session=True)
+                proc = subprocess.Popen(
+                    spec.argv,
+                    env=env,
+                    start_new_session=True,
+                    stdout=out,
+                    stderr=subprocess.STDOUT if out is not None else None,
+                )
+                if out is not None:
+                    out.close()  # the child holds its own descriptor
                 procs.append((spec, proc))
                 self.stdout.write(f"  started {spec.name} (pid {proc.pid})")
                 if spec.ready_url:
                     self._wait_ready(spec, proc)
-            self.stdout.write(self.style.SUCCESS("All processes up. Ctrl-C stops them all."))
+            where = f"; their output is in {log_dir}/" if log_dir is not None else ""
+            self.stdout.write(
+                self.style.SUCCESS(f"All processes up{where}. Ctrl-C stops them all.")
+            )
+            self.stdout.write(self.style.SUCCESS(login[0]))
+            for line in login[1:]:
+                self.stdout.write(line)
             while not stopping:
                 for spec, proc in procs:
                     if proc.poll() is not None:
                         self.stderr.write(
                             f"{spec.name} exited with code {proc.returncode}; stopping the demo"
                         )
+                        if spec.name in logs:
+                            self.stderr.write(_tail(logs[spec.name]))
                         stopping = True
                         break
                 time.sleep(0.5)

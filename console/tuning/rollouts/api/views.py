@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.db.models import QuerySet
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
@@ -17,15 +17,22 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from console.core.roles import OPERATOR
+from console.fleet.choices import NodeStatus
 from console.fleet.models import Node
 from console.tuning.models import LaunchProfileVersion, TierConfigVersion
 from console.tuning.rollouts import services
-from console.tuning.rollouts.choices import NodeSelection
+from console.tuning.rollouts.choices import NodeSelection, RolloutState, StaleTargets
 from console.tuning.rollouts.models import Rollout, RolloutEvent, RolloutNode
 
 
 class RolloutNodeSerializer(serializers.ModelSerializer):
     node_name = serializers.CharField(source="node.name", read_only=True)
+    node_status = serializers.ChoiceField(
+        choices=NodeStatus.choices,
+        source="node.status",
+        read_only=True,
+        help_text="The node's status now, as the fleet page shows it",
+    )
 
     class Meta:
         model = RolloutNode
@@ -37,8 +44,13 @@ class RolloutNodeSerializer(serializers.ModelSerializer):
             "error",
             "target_tier_config",
             "target_launch_profile",
+            "unset_tier_config",
+            "unset_launch_profile",
             "prev_tier_config",
             "prev_launch_profile",
+            "prev_applied_tier_config",
+            "prev_applied_launch_profile",
+            "node_status",
             "applying_at",
             "applied_at",
             "healthy_at",
@@ -70,9 +82,12 @@ _FIELDS = [
     "message",
     "node_selection",
     "label",
+    "stale_targets",
+    "excluded_nodes",
     "canary_count",
     "wave_size",
     "convergence_timeout_s",
+    "canary_soak_s",
     "guard_max_ttft_p99_regression_pct",
     "guard_max_error_rate",
     "guard_window_s",
@@ -145,17 +160,35 @@ class RolloutCreateSerializer(serializers.Serializer):
         max_value=10_000,
         help_text="Nodes per wave after the canaries; 0: all the rest at once.",
     )
+    stale_targets = serializers.ChoiceField(
+        choices=StaleTargets.choices,
+        default=StaleTargets.EXCLUDE,
+        help_text="Targets stale or never seen: exclude (leave out), refuse (400), include.",
+    )
     convergence_timeout_s = serializers.FloatField(
         default=services.DEFAULT_TIMEOUT_S, min_value=1, max_value=services.MAX_TIMEOUT_S
     )
+    canary_soak_s = serializers.FloatField(
+        default=services.DEFAULT_CANARY_SOAK_S,
+        min_value=0,
+        max_value=services.MAX_WINDOW_S,
+        help_text="How long the canary wave runs, watched, before the next wave; 0: no soak.",
+    )
     guard_max_ttft_p99_regression_pct = serializers.FloatField(
-        required=False, allow_null=True, min_value=0
+        default=services.DEFAULT_GUARD_TTFT_P99_REGRESSION_PCT,
+        allow_null=True,
+        min_value=0,
+        help_text="SLO guard: largest TTFT P99 rise against the minutes before; null: no check.",
     )
     guard_max_error_rate = serializers.FloatField(
-        required=False, allow_null=True, min_value=0, max_value=1
+        default=services.DEFAULT_GUARD_ERROR_RATE,
+        allow_null=True,
+        min_value=0,
+        max_value=1,
+        help_text="SLO guard: largest error and rejection rate, 0-1; null: no check.",
     )
     guard_window_s = serializers.FloatField(
-        default=30.0, min_value=1, max_value=services.MAX_WINDOW_S
+        default=services.DEFAULT_GUARD_WINDOW_S, min_value=1, max_value=services.MAX_WINDOW_S
     )
     guard_tier = serializers.CharField(
         required=False,
@@ -169,6 +202,12 @@ def _raise(exc: services.RolloutError) -> None:
     raise ValidationError({exc.field: [exc.message]}) from None
 
 
+_STATE = OpenApiParameter(
+    "state", str, enum=RolloutState.values, description="Only rollouts in this state"
+)
+
+
+@extend_schema_view(list=extend_schema(parameters=[_STATE]))
 class RolloutViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     """Rollouts and rollbacks; reads need viewer, writes operator."""
 
@@ -179,6 +218,8 @@ class RolloutViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.
         if self.action == "retrieve":
             qs = qs.prefetch_related("nodes__node", "events__node")
         state = self.request.query_params.get("state")
+        if state and state not in RolloutState.values:
+            raise ValidationError({"state": [f"must be one of {', '.join(RolloutState.values)}"]})
         return qs.filter(state=state) if state else qs
 
     def get_serializer_class(self) -> type[serializers.BaseSerializer[Any]]:

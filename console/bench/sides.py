@@ -1,0 +1,228 @@
+"""Both sides of a comparison: one run or a series of repeats each, read from the database.
+
+A side is named `<run id>` or `s<series id>` (the compare page's and the API's `a`, `b`).
+compare_sides gives, per tier and overall, a run-level verdict on every metric (verdicts.py),
+one overall verdict line, the config diff of the sides' first runs, the run conditions that
+differ (prefix cache, preemptions, load), and warnings an operator should read first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from console.bench.choices import COMPARABLE, RunStatus, Verdict
+from console.bench.comparison import METRICS
+from console.bench.models import BenchmarkRun, RunSeries
+from console.bench.results import Arrays, config_diff, finite, sample_arrays
+from console.bench.verdicts import compare_percentile_runs, compare_statistic, overall_verdict
+from console.core.ids import IdError, parse_id
+from console.core.tiers import tier_sort_key
+
+THROUGHPUT = ("request_throughput_rps", "output_throughput_tps")
+# Differences in run conditions worth a row's highlight on the compare page.
+HIT_RATE_GAP = 0.05
+LOAD_GAP_PER_CPU = 0.5
+
+
+class SideError(ValueError):
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field, self.message = field, message
+
+
+@dataclass
+class Side:
+    ref: str  # "12" or "s3"
+    label: str
+    runs: list[BenchmarkRun]
+    series: RunSeries | None = None
+
+
+def resolve(field: str, raw: str) -> Side:
+    """A side from its reference; errors name the field."""
+    raw = raw.strip()
+    qs = BenchmarkRun.objects.select_related("endpoint")
+    is_series = raw[:1] == "s"
+    try:
+        pk = parse_id(raw[1:] if is_series else raw, field)
+    except IdError:
+        raise SideError(
+            field, "required: a run id, or s<id> for a series of repeats (ASCII digits)"
+        ) from None
+    if is_series:
+        series = RunSeries.objects.filter(pk=pk).first()
+        if series is None:
+            raise SideError(field, f"no series with id {pk}")
+        runs = list(qs.filter(series=series).order_by("pk"))
+        done = [r for r in runs if r.status in COMPARABLE]
+        return Side(raw, f"series {series.pk} ({len(done)}/{len(runs)} runs)", done, series)
+    run = qs.filter(pk=pk).first()
+    if run is None:
+        raise SideError(field, f"no run with id {pk}")
+    return Side(raw, f"#{run.pk}", [run])
+
+
+def pooled(arrays: Sequence[Arrays]) -> Arrays:
+    """Every run's samples of a side together, for the charts."""
+    out: Arrays = {}
+    for per_run in arrays:
+        for tier, columns in per_run.items():
+            into = out.setdefault(tier, {})
+            for name, values in columns.items():
+                into[name] = np.concatenate([into[name], values]) if name in into else values
+    return out
+
+
+def compare_sides(
+    a: Side, b: Side, arrays: tuple[list[Arrays], list[Arrays]] | None = None
+) -> dict[str, Any]:
+    arrays_a, arrays_b = arrays or (
+        [sample_arrays(r) for r in a.runs],
+        [sample_arrays(r) for r in b.runs],
+    )
+    tiers = sorted({t for x in (*arrays_a, *arrays_b) for t in x}, key=tier_sort_key)
+    result: dict[str, Any] = {}
+    for tier in tiers:
+        metrics = []
+        for key, field, q in METRICS:
+            runs_a = [finite(x[tier][field]) for x in arrays_a if tier in x]
+            runs_b = [finite(x[tier][field]) for x in arrays_b if tier in x]
+            metrics.append(compare_percentile_runs(runs_a, runs_b, q, key).as_dict())
+        for key in THROUGHPUT:
+            values_a = _summary_values(a.runs, tier, key)
+            values_b = _summary_values(b.runs, tier, key)
+            metrics.append(
+                compare_statistic(values_a, values_b, key, higher_is_better=True).as_dict()
+            )
+        result[tier] = {
+            "overall": overall_verdict([m["verdict"] for m in metrics]),
+            "metrics": metrics,
+            "throughput": _throughput(a.runs, b.runs, tier),
+        }
+    diff = config_diff(a.runs[0], b.runs[0]) if a.runs and b.runs else []
+    conditions = condition_rows(a.runs, b.runs)
+    return {
+        "a": a.runs[0].pk if a.runs else None,
+        "b": b.runs[0].pk if b.runs else None,
+        "side_a": _side_dict(a),
+        "side_b": _side_dict(b),
+        "provisional": min(len(a.runs), len(b.runs)) < 2,
+        "tiers": result,
+        "config_diff": diff,
+        "conditions": conditions,
+        "warnings": warnings(a, b, diff),
+    }
+
+
+def compare_runs(a: BenchmarkRun, b: BenchmarkRun) -> dict[str, Any]:
+    """Two single runs (a provisional comparison)."""
+    return compare_sides(Side(str(a.pk), f"#{a.pk}", [a]), Side(str(b.pk), f"#{b.pk}", [b]))
+
+
+def _side_dict(side: Side) -> dict[str, Any]:
+    return {
+        "ref": side.ref,
+        "label": side.label,
+        "series": side.series.pk if side.series else None,
+        "runs": [r.pk for r in side.runs],
+    }
+
+
+def _summary_values(runs: Sequence[BenchmarkRun], tier: str, key: str) -> list[float]:
+    values = [((r.summary or {}).get(tier) or {}).get(key) for r in runs]
+    return [float(v) for v in values if v is not None]
+
+
+def _throughput(a: Sequence[BenchmarkRun], b: Sequence[BenchmarkRun], tier: str) -> dict[str, Any]:
+    out = {}
+    for key in (*THROUGHPUT, "goodput_rps", "error_rate"):
+        va, vb = _summary_values(a, tier, key), _summary_values(b, tier, key)
+        before = float(np.mean(va)) if va else None
+        after = float(np.mean(vb)) if vb else None
+        delta = after - before if before is not None and after is not None else None
+        out[key] = {"before": before, "after": after, "delta": delta}
+    return out
+
+
+def _mean(values: Sequence[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return float(np.mean(known)) if known else None
+
+
+def condition_rows(a: Sequence[BenchmarkRun], b: Sequence[BenchmarkRun]) -> list[dict[str, Any]]:
+    """Prefix-cache hit rate, preemptions, loads: each side's mean over its runs, and whether
+    they differ enough to explain a difference in latency."""
+
+    def side(runs: Sequence[BenchmarkRun]) -> dict[str, Any]:
+        conds = [r.conditions or {} for r in runs]
+        engine = [c.get("engine") or {} for c in conds]
+        return {
+            "prefix_hit_rate": _mean([e.get("prefix_hit_rate") for e in engine]),
+            "preemptions": _mean([e.get("preemptions") for e in engine]),
+            "target_load1": _mean([(c.get("target_load") or {}).get("load1_after") for c in conds]),
+            "client_load1": _mean([(c.get("client_load") or {}).get("load1_after") for c in conds]),
+            "cpus": next((c["client_load"]["cpus"] for c in conds if c.get("client_load")), None),
+            "reset": sorted({str(c.get("prefix_cache_reset")) for c in conds if c}),
+        }
+
+    sa, sb = side(a), side(b)
+    cpus = sa["cpus"] or sb["cpus"] or 1
+    gaps = {
+        "prefix_hit_rate": HIT_RATE_GAP,
+        "preemptions": 0.5,
+        "target_load1": LOAD_GAP_PER_CPU * cpus,
+        "client_load1": LOAD_GAP_PER_CPU * cpus,
+    }
+    rows = []
+    for key, gap in gaps.items():
+        va, vb = sa[key], sb[key]
+        differs = va is not None and vb is not None and abs(vb - va) >= gap
+        rows.append({"name": key, "a": va, "b": vb, "differs": differs})
+    rows.append(
+        {
+            "name": "prefix_cache_reset",
+            "a": ", ".join(sa["reset"]) or None,
+            "b": ", ".join(sb["reset"]) or None,
+            "differs": sa["reset"] != sb["reset"],
+        }
+    )
+    return rows
+
+
+def warnings(a: Side, b: Side, diff: list[dict[str, Any]]) -> list[str]:
+    out = []
+    if min(len(a.runs), len(b.runs)) < 2:
+        out.append(
+            "Provisional: a side has one run, so the intervals cannot see run-to-run noise. "
+            "Repeat both sides (3 runs or more) before acting on a verdict."
+        )
+    if a.runs and b.runs and not diff:
+        out.append(
+            "Both sides have the same configuration and workload: this is an A/A comparison, "
+            "and any better/worse verdict is noise (expected in about 5% of verdicts)."
+        )
+    for name, side in (("A", a), ("B", b)):
+        for run in side.runs:
+            flags = (run.validity or {}).get("flags") or []
+            if flags:
+                out.append(f"{name}: run #{run.pk} carries validity flags: {'; '.join(flags)}")
+            if run.status != RunStatus.SUCCEEDED:
+                out.append(f"{name}: run #{run.pk} {run.get_status_display().lower()}: "
+                           f"{run.status_reason}")  # fmt: skip
+        if not side.runs:
+            out.append(f"{name}: no finished run to compare yet")
+    return out
+
+
+def clear_verdicts(comparison: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(tier, metric, verdict) of every better/worse verdict: what an A/A check looks for."""
+    return [
+        (tier, m["metric"], m["verdict"])
+        for tier, data in comparison["tiers"].items()
+        for m in data["metrics"]
+        if m["verdict"] in (Verdict.BETTER, Verdict.WORSE)
+    ]

@@ -1,0 +1,161 @@
+"""The adaptive limit on released requests still awaiting their first token (DESIGN.md 3.2).
+
+Why a limit at all: a released request that has not produced its first token is, to the
+gateway, waiting or prefilling in the engine. While few such requests exist, the engine's own
+queue is short and the gateway's queue (ordered by tier) decides who runs next. Why not a fixed
+number: by Little's law a cap of N caps throughput at N / TTFT, so any fixed N is too small
+for a slow engine (a CPU build with 200 ms prefill) and needlessly large for a fast one.
+
+The rule, in the spirit of gradient and Vegas-style concurrency limiters, fed only with what
+the gateway sees:
+
+- a sample is the first-token latency of a released request (release -> first token), i.e.
+  the time it spent in the engine's queue plus its prefill;
+- `baseline` = the smallest sample of the last `BASELINE_WINDOW_S` seconds: the engine's
+  no-queue first-token latency (some requests always find a free slot while the engine's
+  queue is short, so the minimum stays honest under load);
+- `recent` = an exponentially weighted mean of the samples;
+- gradient = clamp(TOLERANCE * baseline / recent, MIN_GRADIENT, 1). Near 1: no queue builds
+  in the engine. Below 1: requests queue in the engine, the engine is saturated;
+- not saturated, and the limit held a request back since the last sample: the limit grows by
+  one per sample (one per first token, so it doubles every round trip, like TCP slow start);
+  not held back: it stays (an idle gateway does not inflate it);
+- saturated: limit <- limit * gradient + HEADROOM, smoothed. At equilibrium that leaves about
+  HEADROOM + TOLERANCE x (slots the engine frees per no-queue TTFT) awaiting: the engine's queue
+  is never empty (throughput) but short (the order stays the gateway's);
+- the engine's own `vllm:num_requests_waiting`, when its /metrics are scraped (once a second):
+  a reading of at most `ENGINE_IDLE_WAITING` while the limit holds requests back means the
+  engine has no queue, whatever the latencies say (a CPU-starved gateway sees first tokens
+  late), so the next sample grows the limit by a quarter; a fresh reading above
+  `ENGINE_SATURATED_WAITING` means it is saturated, so the limit does not grow.
+
+Pure and deterministic: every input carries `now`; nothing reads a clock.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+INITIAL_LIMIT = 16
+HEADROOM = 2.0
+TOLERANCE = 2.0
+MIN_GRADIENT = 0.2
+SMOOTHING = 0.5  # share of a saturated round trip's correction applied
+RECENT_WEIGHT = 0.2  # EWMA weight of the newest sample
+BASELINE_WINDOW_S = 30.0
+ENGINE_READING_FRESH_S = 3.0  # the agent scrapes /metrics once a second
+ENGINE_IDLE_WAITING = 0
+ENGINE_SATURATED_WAITING = 8
+
+
+class AwaitingLimit:
+    """The current limit (`value`) on in-flight requests awaiting their first token."""
+
+    __slots__ = (
+        "_baseline",
+        "_engine_at",
+        "_engine_unread",
+        "_engine_waiting",
+        "_held_back",
+        "_limit",
+        "_since_cut",
+        "ceiling",
+        "fixed",
+        "recent_s",
+    )
+
+    def __init__(self, fixed: int | None, ceiling: int) -> None:
+        self.fixed = fixed
+        self.ceiling = max(1, ceiling)
+        self._limit = float(INITIAL_LIMIT)  # `value` clamps it to the ceiling
+        # Monotonic deque of (time, latency): increasing latencies, so the head is the minimum.
+        self._baseline: deque[tuple[float, float]] = deque()
+        self.recent_s: float | None = None
+        self._held_back = False
+        self._since_cut = 0  # samples since the limit was last cut: one cut per round trip
+        self._engine_waiting: int | None = None
+        self._engine_at = 0.0
+        self._engine_unread = False
+
+    @property
+    def adaptive(self) -> bool:
+        return self.fixed is None
+
+    @property
+    def value(self) -> int:
+        if self.fixed is not None:
+            return self.fixed
+        return max(1, min(self.ceiling, int(self._limit)))
+
+    def set_ceiling(self, ceiling: int) -> None:
+        """`max_in_flight` changed (reconfigure): the limit never exceeds it."""
+        self.ceiling = max(1, ceiling)
+
+    def baseline_s(self, now: float) -> float | None:
+        self._expire(now)
+        return self._baseline[0][1] if self._baseline else None
+
+    def held_back(self) -> None:
+        """The dispatcher kept a request queued because the limit was reached."""
+        self._held_back = True
+
+    def engine_waiting(self, count: int, now: float) -> None:
+        """The engine's own waiting-queue length, from its /metrics."""
+        self._engine_waiting = count
+        self._engine_at = now
+        self._engine_unread = True
+
+    @property
+    def engine_reading(self) -> int | None:
+        return self._engine_waiting
+
+    def sample(self, latency_s: float, now: float) -> None:
+        """A released request's first token came `latency_s` after its release."""
+        if latency_s < 0:
+            return
+        baseline = self._baseline
+        while baseline and baseline[-1][1] >= latency_s:
+            baseline.pop()
+        baseline.append((now, latency_s))
+        self._expire(now)
+        if self.recent_s is None:
+            self.recent_s = latency_s
+        else:
+            self.recent_s += RECENT_WEIGHT * (latency_s - self.recent_s)
+        if self.fixed is not None:
+            return
+        held_back, self._held_back = self._held_back, False
+        fresh = now - self._engine_at <= ENGINE_READING_FRESH_S
+        engine = self._engine_waiting if fresh else None
+        idle_reading = self._engine_unread and engine is not None and engine <= ENGINE_IDLE_WAITING
+        self._engine_unread = False
+        if held_back and idle_reading:
+            # One reading, one step: the engine had no queue while we held requests back.
+            grown = min(self._limit, self.ceiling) * 1.25 + 1.0
+            self._limit = min(float(self.ceiling), grown)
+            return
+        gradient = self.gradient(now)
+        if gradient >= 1.0:
+            if held_back and (engine is None or engine <= ENGINE_SATURATED_WAITING):
+                self._limit = min(float(self.ceiling), min(self._limit, self.ceiling) + 1.0)
+            return
+        self._since_cut += 1
+        if self._since_cut < self._limit:
+            return  # the samples of this round trip were sent before the last cut
+        self._limit = min(self._limit, float(self.ceiling))
+        target = self._limit * gradient + HEADROOM
+        if target < self._limit:
+            self._limit = max(1.0, self._limit + SMOOTHING * (target - self._limit))
+            self._since_cut = 0
+
+    def gradient(self, now: float) -> float:
+        base = self.baseline_s(now)
+        if base is None or self.recent_s is None or self.recent_s <= 0:
+            return 1.0
+        return max(MIN_GRADIENT, min(1.0, TOLERANCE * base / self.recent_s))
+
+    def _expire(self, now: float) -> None:
+        baseline = self._baseline
+        # Keep the newest sample even when old: a quiet spell must not forget the baseline.
+        while len(baseline) > 1 and baseline[0][0] < now - BASELINE_WINDOW_S:
+            baseline.popleft()

@@ -1,0 +1,110 @@
+"""A tier's queue as the dispatcher keeps it: FIFO deques per length group, running sums and
+counters (the layout is explained in scheduler/dispatcher.py's docstring)."""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections import deque
+
+from scheduler.config import TierConfig
+from scheduler.stats import TierBook
+from scheduler.types import Request
+
+SWEEP_MIN_DEAD = 64  # below this, dead entries are cheaper to skip than to sweep
+
+
+class Entry:
+    __slots__ = ("alive", "arrived", "req", "seq", "tier", "tokens")
+
+    def __init__(self, req: Request, arrived: float, seq: int, tier: TierQueue) -> None:
+        self.req = req
+        self.arrived = arrived
+        self.seq = seq
+        self.tier = tier
+        self.tokens = req.prompt_tokens + req.max_tokens
+        self.alive = True
+
+
+class Flight:
+    __slots__ = ("awaiting", "released_at", "req", "tier")
+
+    def __init__(self, req: Request, tier: TierQueue, released_at: float) -> None:
+        self.req = req
+        self.tier = tier
+        self.released_at = released_at
+        self.awaiting = True
+
+
+class TierQueue(TierBook):
+    """A queue's configuration, its pending requests and its counters."""
+
+    __slots__ = (
+        "bounds",
+        "dead",
+        "groups",
+        "max_batch",
+        "max_depth",
+        "max_tokens",
+        "rank",
+        "reduced_wait_s",
+        "threshold",
+        "timeout_s",
+        "wait_s",
+    )
+
+    def __init__(self, name: str, config: TierConfig, rank: int) -> None:
+        super().__init__(name)
+        self.rank = rank
+        self.configure(config)
+        self.groups: list[deque[Entry]] = [deque() for _ in range(len(self.bounds) + 1)]
+        self.dead = 0
+
+    def configure(self, config: TierConfig) -> None:
+        q = config.scheduler.queues[self.name]
+        adaptive = config.scheduler.adaptive
+        self.priority = q.priority
+        self.max_batch = q.max_batch_size
+        self.max_tokens = q.max_tokens_per_batch
+        self.max_depth = q.max_queue_depth
+        self.timeout_s = None if q.queue_timeout_ms is None else q.queue_timeout_ms / 1000.0
+        self.bounds = list(q.length_groups)
+        self.wait_s = q.max_waiting_time_ms / 1000.0
+        self.reduced_wait_s = self.wait_s
+        self.threshold: int | None = None  # None: adaptive rule off for this tier
+        if adaptive.enabled and adaptive.tier == self.name:
+            self.reduced_wait_s = self.wait_s * adaptive.wait_time_reduction_ratio
+            self.threshold = adaptive.online_pressure_threshold
+
+    def effective_wait(self) -> float:
+        if self.threshold is not None and self.depth > self.threshold:
+            return self.reduced_wait_s
+        return self.wait_s
+
+    def oldest(self) -> Entry | None:
+        best: Entry | None = None
+        for dq in self.groups:
+            while dq and not dq[0].alive:
+                dq.popleft()
+                self.dead -= 1
+            if dq and (best is None or dq[0].seq < best.seq):
+                best = dq[0]
+        return best
+
+    def ready(self, now: float) -> bool:
+        if self.depth == 0:
+            return False
+        if self.depth >= self.max_batch or self.queued_tokens >= self.max_tokens:
+            return True
+        oldest = self.oldest()
+        return oldest is not None and now >= oldest.arrived + self.effective_wait()
+
+    def adaptive_active(self) -> bool:
+        return self.threshold is not None and self.depth > self.threshold
+
+    def group_of(self, prompt_tokens: int) -> int:
+        return bisect_left(self.bounds, prompt_tokens) if self.bounds else 0
+
+    def sweep(self) -> None:
+        for i, dq in enumerate(self.groups):
+            self.groups[i] = deque(e for e in dq if e.alive)
+        self.dead = 0
