@@ -195,7 +195,7 @@ class _Messages:
 def _request_times(segments: Sequence[Segment]) -> list[float]:
     messages = _Messages()
     parser = httptools.HttpRequestParser(messages)
-    times = []
+    times: list[float] = []
     for stamp, data, _end in _stream(segments):
         parser.feed_data(data)
         times.extend([stamp] * (messages.completed - len(times)))
@@ -235,7 +235,7 @@ def _add_event(exchange: WireExchange, data: str, stamp: float, end: int) -> Non
         exchange.response_id = obj["id"][:200]  # as the client keeps it
     choices = obj.get("choices") or [{}]
     choice = choices[0] if isinstance(choices[0], dict) else {}
-    delta = choice.get("delta") if isinstance(choice.get("delta"), dict) else {}
+    delta: dict[str, Any] = choice["delta"] if isinstance(choice.get("delta"), dict) else {}
     if delta.get("content") or choice.get("text"):
         exchange.content_times.append(stamp)
         exchange.content_ends.append(end)
@@ -284,7 +284,7 @@ def compare(samples: Sequence[RequestSample], wire: Sequence[WireExchange]) -> C
     by_id = {w.response_id: w for w in wire if w.response_id is not None}
     out = Comparison()
     for sample in samples:
-        truth = by_id.get(sample.response_id)
+        truth = by_id.get(sample.response_id) if sample.response_id is not None else None
         if not sample.ok or sample.ttft is None or truth is None or truth.ttft is None:
             out.unmatched += 1
             continue

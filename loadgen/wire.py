@@ -92,6 +92,9 @@ class Connection:
         split_reads: bool = True,
     ) -> None:
         self.sock = sock
+        self.tls: ssl.SSLObject | None
+        self.incoming: ssl.MemoryBIO | None
+        self.outgoing: ssl.MemoryBIO | None
         self.tls, self.incoming, self.outgoing = tls or (None, None, None)
         self.clock = clock
         self.split_reads = split_reads
@@ -196,7 +199,7 @@ class Connection:
     def _decrypt(self, data: bytes) -> bytes | None:
         assert self.tls is not None and self.incoming is not None
         self.incoming.write(data)
-        pieces = []
+        pieces: list[bytes] = []
         while True:
             try:
                 piece = self.tls.read(READ_SIZE)
