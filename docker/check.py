@@ -50,8 +50,9 @@ def yaml_files(folder: Path) -> Iterator[Path]:
             yield path
 
 
-def check_compose(problems: list[str]) -> None:
-    compose = yaml.safe_load((DOCKER / "compose.yaml").read_text())
+def check_compose(problems: list[str], compose: dict[str, Any] | None = None) -> None:
+    if compose is None:
+        compose = yaml.safe_load((DOCKER / "compose.yaml").read_text())
     services = compose.get("services", {})
     secrets = set(compose.get("secrets", {}))
     volumes = set(compose.get("volumes", {}))
@@ -84,6 +85,37 @@ def check_compose(problems: list[str]) -> None:
     for secret in compose.get("secrets", {}).values():
         if not str(secret.get("file", "")).startswith("./secrets/"):
             problems.append("compose: secrets must come from docker/secrets/ files")
+    check_compose_links(problems, services)
+
+
+def _hosts(text: str) -> list[str]:
+    """Host names of http://HOST:PORT URLs and "HOST:PORT" targets in `text`."""
+    return re.findall(r"(?:http://|[\"'\[ ])([a-z][a-z0-9-]*):\d+", text)
+
+
+def check_compose_links(problems: list[str], services: dict[str, Any]) -> None:
+    """What one service names another by must be a service: the agents' engines and console,
+    Prometheus's scrape targets, Grafana's datasource."""
+    for name, svc in services.items():
+        command = " ".join(str(part) for part in svc.get("command", []) or [])
+        for host in _hosts(command):
+            if host not in services:
+                problems.append(f"compose: service {name} names unknown service {host}")
+    named = {
+        "docker/prometheus/prometheus.yml": DOCKER / "prometheus" / "prometheus.yml",
+        "docker/grafana datasource": DOCKER / "grafana" / "provisioning" / "datasources",
+    }
+    for where, path in named.items():
+        files = sorted(path.glob("*.yml")) if path.is_dir() else [path]
+        for file in files:
+            for host in _hosts(file.read_text()):
+                if host not in services:
+                    problems.append(f"{where}: names {host}, which is not a compose service")
+    for required in ("prometheus", "grafana", "flower", "beat"):
+        if required not in services:
+            problems.append(f"compose: no {required} service")
+    if not any(n.startswith("agent") for n in services):
+        problems.append("compose: no agent service")
 
 
 def check_dockerfile(problems: list[str]) -> None:
@@ -106,7 +138,7 @@ def _unpinned(where: str, image: str) -> list[str]:
     if "@sha256:" in image:
         return []
     if ":" not in name or name.endswith(":latest"):
-        return [f"{where}: image {image} is not pinned to a tag (nor :latest)"]
+        return [f"{where}: image {image} is not pinned to a tag other than latest"]
     return []
 
 
@@ -137,9 +169,9 @@ def check_kubernetes(problems: list[str]) -> None:
         for entry in listed:
             if not (path.parent / entry).exists():
                 problems.append(f"{where}: {entry} does not exist")
-    listed = set(yaml.safe_load((BASE / "kustomization.yaml").read_text())["resources"])
+    resources = set(yaml.safe_load((BASE / "kustomization.yaml").read_text())["resources"])
     for path in BASE.glob("*.yaml"):
-        if path.name not in listed | NOT_RESOURCES:
+        if path.name not in resources | NOT_RESOURCES:
             problems.append(f"docker/k8s/base: {path.name} is not in kustomization.yaml")
 
 

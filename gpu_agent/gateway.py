@@ -263,9 +263,7 @@ class Gateway:
                         ttft = time.perf_counter() - t0
                         ticket.first_token()
                     tail = (tail + chunk)[-_TAIL_BYTES:]
-                    writer.push(chunk)
-                    if writer.full:
-                        await writer.room()  # the client is behind: stop reading the engine
+                    await writer.write(chunk)  # waits only while the client is far behind
             if b"[DONE]" not in tail:
                 raise aiohttp.ClientPayloadError("the engine's stream ended without [DONE]")
         except (aiohttp.ClientError, TimeoutError) as exc:

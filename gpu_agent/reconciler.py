@@ -274,6 +274,11 @@ class Reconciler:
         # A profile that failed once is not retried every beat: a new version must be desired.
         if busy or version == self._failed_profile:
             return
+        if agent.supervisor.runs(argv):
+            # Adopted from the engine as it runs (the console's "save running flags"): applied
+            # as it is, without a restart.
+            self._profile_applied(version, wanted)
+            return
         self._profile_task = asyncio.create_task(self._restart(version, wanted, argv))
 
     async def _restart(self, version: int | None, wanted: dict[str, Any], argv: list[str]) -> None:
@@ -287,6 +292,11 @@ class Reconciler:
             agent.apply_errors[LAUNCH_PROFILE] = {"version": version, "error": str(exc)}
             return
         agent.telemetry.models = None
+        self._profile_applied(version, wanted)
+
+    def _profile_applied(self, version: int | None, wanted: dict[str, Any]) -> None:
+        agent = self.agent
+        assert agent.supervisor is not None
         agent.applied[LAUNCH_PROFILE] = version
         agent.apply_errors.pop(LAUNCH_PROFILE, None)
         agent.follow_engine_limits()

@@ -2,18 +2,19 @@
 
 The engine's pace and the client's are decoupled, so that the engine slot is handed back when
 the engine finishes, however slowly the client reads. The gateway's handler reads the engine
-and `push`es each chunk to a `ClientWriter`, whose own task sends the chunks on; while the
-client is slow they wait in the writer's buffer. That buffer is bounded, per stream and over
-all streams (`BufferBudget`): past the bound the handler stops reading the engine until the
-client catches up (`room`), so memory stays bounded and the engine is back-pressured as TCP
-would do.
+and `write`s each chunk to a `ClientWriter`. While the client keeps up (the transport holds
+nothing unsent, so uvicorn's send cannot wait on flow control) the chunk is sent at once, as a
+plain relay would. From the first chunk that finds the transport behind, every chunk goes
+through the writer's own task, in order, and waits in its buffer while the client is slow.
+That buffer is bounded, per stream and over all streams (`BufferBudget`): past the bound the
+handler stops reading the engine until the client catches up, so memory stays bounded and the
+engine is back-pressured as TCP would do.
 
 A stalled client: uvicorn's `send()` awaits the transport's flow control (it drains before it
 writes) while the socket's buffers are full, i.e. while the client does not read. A send that
 has not returned after `write_timeout_s` ends the client (`ClientStalled`): the writer's task
-is cancelled and the connection aborted (a close would wait to flush to a client that does not
-read). A watchdog timer per stream checks that, re-armed once per timeout, so the hot path pays
-two clock reads per send and no timer.
+is cancelled and the connection aborted. A watchdog timer, started with the task and re-armed
+once per timeout, checks that; a client that keeps up costs neither task nor timer.
 
 `FirstDelta` is the scheduler's first-token signal: the first non-empty delta of any kind
 (content, text, reasoning, tool calls), found in the raw SSE bytes with one regex, robust to an
@@ -69,17 +70,16 @@ class BufferBudget:
         self.used = 0
 
 
-def _abort_connection(send: Send) -> None:
+def _transport_of(send: Send) -> Any:
     # uvicorn's `send` is a bound method of its request cycle, which holds the transport.
-    # Elsewhere the cancelled send and the unfinished response make the server close it.
+    # Elsewhere there is none: every chunk takes the writer's task, and a stalled client's
+    # cancelled send and unfinished response make the server close the connection.
     transport = getattr(getattr(send, "__self__", None), "transport", None)
-    abort = getattr(transport, "abort", None)
-    if callable(abort):
-        abort()
+    return transport if callable(getattr(transport, "get_write_buffer_size", None)) else None
 
 
 class ClientWriter:
-    """Sends one stream's chunks to the client from its own task; see the module docstring."""
+    """Sends one stream's chunks to the client; see the module docstring."""
 
     __slots__ = (
         "_before_end",
@@ -94,6 +94,7 @@ class ClientWriter:
         "_stream_limit",
         "_tail",
         "_timeout",
+        "_transport",
         "_wake",
         "_watchdog",
         "stalled",
@@ -115,6 +116,7 @@ class ClientWriter:
         self._budget = budget
         self._stream_limit = stream_limit
         self._timeout = write_timeout_s
+        self._transport = _transport_of(send)
         self._loop = asyncio.get_running_loop()
         self._chunks: list[bytes] = []
         self._size = 0
@@ -124,21 +126,37 @@ class ClientWriter:
         self._tail = b""
         self._sending_since: float | None = None
         self.stalled = False
-        self.task = self._loop.create_task(self._run())
-        self._watchdog = self._loop.call_later(write_timeout_s, self._check)
+        self.task: asyncio.Task[None] | None = None
+        self._watchdog: asyncio.TimerHandle | None = None
 
     # -- the handler's side ---------------------------------------------------------------
 
-    def push(self, chunk: bytes) -> None:
-        """Queue a chunk; raises the writer's failure once it has ended (a stalled client)."""
-        if self.task.done():
+    def _caught_up(self) -> bool:
+        """Nothing queued and nothing unsent in the transport: uvicorn's send cannot wait on
+        flow control (it pauses above the high-water mark, resumes at the low one)."""
+        transport = self._transport
+        return (
+            self.task is None
+            and transport is not None
+            and transport.get_write_buffer_size() == 0
+            and not transport.is_closing()
+        )
+
+    async def write(self, chunk: bytes) -> None:
+        """Send or queue a chunk; waits only while the buffer is past its bounds. Raises
+        `ClientStalled` once the writer has given up on the client."""
+        if self._caught_up():
+            await self._send({"type": "http.response.body", "body": chunk, "more_body": True})
+            return
+        task = self.task or self._start()
+        if task.done():
             self._raise_failure()
         self._chunks.append(chunk)
         self._size += len(chunk)
         self._budget.used += len(chunk)
-        wake = self._wake
-        if wake is not None and not wake.done():
-            wake.set_result(None)
+        self._wake_writer()
+        if self.full:
+            await self._room_again(task)
 
     @property
     def full(self) -> bool:
@@ -146,35 +164,53 @@ class ClientWriter:
             self._size > 0 and self._budget.used > self._budget.limit
         )
 
-    async def room(self) -> None:
-        """Wait until the buffer is under its bounds again."""
-        while self.full and not self.task.done():
+    async def _room_again(self, task: asyncio.Task[None]) -> None:
+        # The client is behind: stop reading the engine until the buffer is under its bounds.
+        while self.full and not task.done():
             self._room = self._loop.create_future()
             await self._room
-        if self.task.done():
+        if task.done():
             self._raise_failure()
 
     async def finish(self, tail: bytes = b"") -> None:
-        """Send what is buffered and `tail`, end the response, and wait for the client to
-        have it all (raises `ClientStalled` if it stops reading)."""
+        """Send what is queued and `tail`, end the response, and wait for the client to have
+        it all (raises `ClientStalled` if it stops reading)."""
+        if self._caught_up():
+            self._before_end()
+            await self._send({"type": "http.response.body", "body": tail, "more_body": False})
+            return
         self._ending = True
         self._tail = tail
-        wake = self._wake
-        if wake is not None and not wake.done():
-            wake.set_result(None)
-        await asyncio.shield(self.task)
+        task = self.task or self._start()
+        self._wake_writer()
+        await asyncio.shield(task)
 
     async def close(self) -> None:
         """Stop sending (the request is over some other way) and wait for the task to end."""
-        if not self.task.done():
-            self.task.cancel()
+        task = self.task
+        if task is None:
+            return
+        if not task.done():
+            task.cancel()
         with contextlib.suppress(asyncio.CancelledError, ClientStalled):
-            await self.task
+            await task
+
+    def _start(self) -> asyncio.Task[None]:
+        self.task = task = self._loop.create_task(self._run())
+        self._watchdog = self._loop.call_later(self._timeout, self._check)
+        return task
+
+    def _wake_writer(self) -> None:
+        wake = self._wake
+        if wake is not None and not wake.done():
+            wake.set_result(None)
 
     def _raise_failure(self) -> None:
-        if self.task.cancelled():
-            raise ClientStalled("the client stopped reading")
-        exc = self.task.exception()
+        task = self.task
+        assert task is not None
+        if task.cancelled():
+            raise ClientStalled("the client response ended")
+        exc = task.exception()
         raise exc if exc is not None else ClientStalled("the client response ended")
 
     # -- the writer's task ----------------------------------------------------------------
@@ -182,10 +218,8 @@ class ClientWriter:
     async def _run(self) -> None:
         send, loop = self._send, self._loop
         try:
-            while True:
+            while not self._ending:
                 chunks = self._chunks
-                if self._ending:
-                    break
                 if not chunks:
                     self._wake = loop.create_future()
                     await self._wake
@@ -210,7 +244,8 @@ class ClientWriter:
                 ) from None
             raise
         finally:
-            self._watchdog.cancel()
+            if self._watchdog is not None:
+                self._watchdog.cancel()
             self._budget.used -= self._size
             self._size = 0
             self._wake_reader()
@@ -230,8 +265,11 @@ class ClientWriter:
         since, now = self._sending_since, self._loop.time()
         if since is not None and now - since >= self._timeout:
             self.stalled = True
-            _abort_connection(self._send)
-            self.task.cancel()
+            # Abort, not close: a close would wait to flush to a client that does not read.
+            if self._transport is not None:
+                self._transport.abort()
+            if self.task is not None:
+                self.task.cancel()
             return
         at = since + self._timeout if since is not None else now + self._timeout
         self._watchdog = self._loop.call_at(at, self._check)

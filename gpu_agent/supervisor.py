@@ -202,6 +202,12 @@ class EngineSupervisor:
             self._report_task.cancel()
         self._report_task = asyncio.create_task(probe(), name="engine-report")
 
+    def runs(self, argv: list[str]) -> bool:
+        """Whether the engine already runs `argv` (its flags in any order, the node's own
+        address): a profile adopted from this engine needs no restart."""
+        wanted = launch_args(with_endpoint(argv, self._host, self._port))
+        return wanted == launch_args(self._argv)
+
     async def restart(self, argv: list[str]) -> None:
         """Swap to `argv`; on failure go back to the previous command line and raise."""
         argv = with_endpoint(argv, self._host, self._port)

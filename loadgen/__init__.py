@@ -18,7 +18,9 @@ Library (what the console's Celery task calls)::
                         # max}, request_throughput_rps, output_throughput_tps, goodput_rps
     result.timeseries   # per second of the measured window: completed, errors,
                         # output_tokens, ttft_p50_s, ttft_p99_s
-    result.validity     # dispatch/loop lag, client CPU, usage_missing, flags: list[str]
+    result.validity     # dispatch/loop lag, client CPU, usage_missing, flags: list[str],
+                        # itl/ttft_merged_share, untrusted: {"itl_s": why, ...} (figures
+                        # that are not wire times: shown marked, docs/performance.md)
     result.to_json_dict()
 
 - ``WorkloadSpec(base_url, model, ...)``: dataclass; ``to_dict()`` never includes the API key;
@@ -43,6 +45,9 @@ Library (what the console's Celery task calls)::
 - ``WorkloadSpec.processes`` (``--processes N``) splits the streams over N client processes,
   one event loop each (``shards.py``), merged into one ``RunResult``; use it past ~64 streams
   on a machine with spare cores (docs/performance.md, "Load generator").
+- ``loadgen.capture``: a loopback packet capture (tcpdump) read into wire times, to check the
+  client's TTFT and ITL against (tests/loadgen/test_capture.py, ``perf/bench_loadgen.py
+  capture``).
 - ``python -m loadgen.refserver``: a deterministic streaming server with
   per-request ground truth, for tests and ``perf/bench_loadgen.py``.
 

@@ -233,9 +233,11 @@ def _add_event(exchange: WireExchange, data: str, stamp: float, end: int) -> Non
         return
     if exchange.response_id is None and isinstance(obj.get("id"), str):
         exchange.response_id = obj["id"][:200]  # as the client keeps it
-    choices = obj.get("choices") or [{}]
-    choice = choices[0] if isinstance(choices[0], dict) else {}
-    delta: dict[str, Any] = choice["delta"] if isinstance(choice.get("delta"), dict) else {}
+    choices = obj.get("choices")
+    choice = choices[0] if isinstance(choices, list) and choices else {}
+    choice = choice if isinstance(choice, dict) else {}
+    delta = choice.get("delta")
+    delta = delta if isinstance(delta, dict) else {}
     if delta.get("content") or choice.get("text"):
         exchange.content_times.append(stamp)
         exchange.content_ends.append(end)
@@ -284,7 +286,7 @@ def compare(samples: Sequence[RequestSample], wire: Sequence[WireExchange]) -> C
     by_id = {w.response_id: w for w in wire if w.response_id is not None}
     out = Comparison()
     for sample in samples:
-        truth = by_id.get(sample.response_id) if sample.response_id is not None else None
+        truth = by_id.get(sample.response_id or "")
         if not sample.ok or sample.ttft is None or truth is None or truth.ttft is None:
             out.unmatched += 1
             continue

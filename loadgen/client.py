@@ -14,11 +14,12 @@ import json
 import time
 from typing import Any
 
+from loadgen.pool import Pool
 from loadgen.prompts import PlannedRequest
 from loadgen.sse import SSEDecoder
 from loadgen.stats import itl_stats
 from loadgen.types import RequestSample
-from loadgen.wire import Pool, WireError
+from loadgen.wire import WireError
 
 ERROR_TEXT_LIMIT = 500
 MAX_OTHER_BODY = 16 * 1024 * 1024  # a non-streamed or error body larger than this is cut

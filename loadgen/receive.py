@@ -40,6 +40,14 @@ def event_reads(data: bytes, before: bytes = b"") -> list[int]:
     event end; ``before`` is the end of what was read earlier, for an end split across reads.
     Extra cuts are harmless (more reads); bytes past the last event end, unless they are only
     the chunk's CRLF, are a read of their own, since they may have come later."""
+    # The common case first (a client keeping up): one LF-delimited event, whole.
+    if (
+        data.count(b"\n\n") == 1
+        and (data.endswith(b"\n\n\r\n") or data.endswith(b"\n\n"))
+        and b"\r\n\r\n" not in data
+        and not (data[:1] == b"\n" and before[-1:] == b"\n")
+    ):
+        return [len(data)]
     skip = len(before)
     ends = [m.end() - skip for m in _EVENT_END.finditer(before + data) if m.end() > skip]
     if not ends:
@@ -108,6 +116,9 @@ class KernelClock:
     # After a step, stamps are tried against the offset before it for this long (bytes queued
     # before the step are read within it unless the client stalls for longer).
     STEP_GRACE_S = 10.0
+    # The offset is sampled at most this often (three clock reads); a step is seen at the
+    # next sample, and stamps read meanwhile are still held between send and read.
+    SAMPLE_EVERY_S = 5e-3
 
     def __init__(
         self,
@@ -124,6 +135,10 @@ class KernelClock:
     def wake(self) -> tuple[float, float]:
         """(perf_counter now, wall minus perf_counter now)."""
         perf, wall = self._perf, self._wall
+        if self._offset is not None:
+            now = perf()
+            if now - self._at < self.SAMPLE_EVERY_S:
+                return now, self._offset
         for _ in range(self.TRIES):
             before = wall()
             now = perf()

@@ -17,10 +17,10 @@ from loadgen.client import (
     send_request,
 )
 from loadgen.percentiles import percentile
+from loadgen.pool import Pool
 from loadgen.prompts import RequestFactory
 from loadgen.spec import WorkloadSpec
 from loadgen.types import Progress, RequestSample, RunResult
-from loadgen.wire import Pool
 
 LOOP_TICK_S = 0.010
 PROGRESS_INTERVAL_S = 0.5

@@ -25,7 +25,6 @@ import socket
 import ssl
 import time
 from collections.abc import Callable
-from urllib.parse import urlsplit
 
 import httptools
 
@@ -75,7 +74,7 @@ def request_head(
         raise WireError(f"URL {target!r} has characters outside Latin-1") from None
 
 
-_Tls = tuple[ssl.SSLObject, ssl.MemoryBIO, ssl.MemoryBIO]
+Tls = tuple[ssl.SSLObject, ssl.MemoryBIO, ssl.MemoryBIO]
 
 
 class Connection:
@@ -85,17 +84,16 @@ class Connection:
     def __init__(
         self,
         sock: socket.socket,
-        tls: _Tls | None,
+        tls: Tls | None,
         clock: KernelClock,
         records: TlsRecords | None = None,
         *,
         split_reads: bool = True,
     ) -> None:
         self.sock = sock
-        self.tls: ssl.SSLObject | None
-        self.incoming: ssl.MemoryBIO | None
-        self.outgoing: ssl.MemoryBIO | None
-        self.tls, self.incoming, self.outgoing = tls or (None, None, None)
+        self.tls: ssl.SSLObject | None = tls[0] if tls else None
+        self.incoming: ssl.MemoryBIO | None = tls[1] if tls else None
+        self.outgoing: ssl.MemoryBIO | None = tls[2] if tls else None
         self.clock = clock
         self.split_reads = split_reads
         self.tx_stamps = False  # the kernel reports when each send left (SO_TIMESTAMPING)
@@ -123,11 +121,13 @@ class Connection:
     def _readable(self) -> None:
         # Peek first, then read in pieces that each end where an event (or TLS record) ends:
         # each piece carries the time of its own last segment (receive.py).
-        if self.tx_stamps:
+        if self.tx_stamps and self._tx_kernel is None:
             self._take_tx_stamps()
         try:
             queued, anc, _flags, _addr = self.sock.recvmsg(READ_SIZE, ANC_SIZE, socket.MSG_PEEK)
         except (BlockingIOError, InterruptedError):
+            if self.tx_stamps:
+                self._take_tx_stamps()  # woken by the error queue alone (a later send's time)
             return
         except OSError as exc:
             self._read_failed(exc)
@@ -147,15 +147,24 @@ class Connection:
         else:
             sizes = event_reads(queued, self._tail)
             self._tail = queued[-KEEP_TAIL:]
+        left = len(queued)
         for size in sizes:
             try:
-                data, anc, _flags, _addr = self.sock.recvmsg(size, ANC_SIZE)
+                if size == left:
+                    # The last piece ends in the newest segment peeked: its time is the peek's.
+                    data, kernel = self.sock.recv(size), peeked
+                else:
+                    data, anc, _flags, _addr = self.sock.recvmsg(size, ANC_SIZE)
+                    kernel = _kernel_time(anc)
+                    if kernel is not None and peeked is not None and kernel >= peeked:
+                        # This piece ended in the newest segment, so does all that is left:
+                        # one read for the rest, with that segment's time.
+                        kernel = peeked
+                        data += self.sock.recv(left - size)
             except OSError as exc:
                 self._read_failed(exc)
                 return
-            kernel = _kernel_time(anc)
-            if kernel is not None and peeked is not None:
-                kernel = min(kernel, peeked)
+            left -= len(data)
             self._stamp = self.clock.place(kernel, now, offset, self._sent)
             if self._first_stamp is None:
                 self._first_stamp = self._stamp
@@ -165,8 +174,8 @@ class Connection:
                     self._feed(plain)
             else:
                 self._feed(data)
-            if self.closed or self._parser is None:
-                return  # failed, stopped, or the response is complete
+            if self.closed or self._parser is None or not left:
+                return  # failed, stopped, the response complete, or all read
 
     def _take_tx_stamps(self) -> None:
         """Drain the error queue, keeping the latest transmit time (the request's last byte:
@@ -183,7 +192,7 @@ class Connection:
 
     def _read_failed(self, exc: OSError) -> None:
         stale = self.reused and not self._got_bytes
-        self._fail(_StaleConnection() if stale else WireError(f"read failed: {exc}"))
+        self._fail(StaleConnection() if stale else WireError(f"read failed: {exc}"))
 
     def _feed(self, data: bytes) -> None:
         if self._parser is None:
@@ -223,7 +232,7 @@ class Connection:
             self.close()
             return
         if not self._got_bytes and self.reused:
-            self._fail(_StaleConnection())
+            self._fail(StaleConnection())
         elif self._parser is not None and self.status and not self._complete:
             # A body delimited by the close: what came is the body; the caller judges it.
             self._complete = True
@@ -293,7 +302,7 @@ class Connection:
         except OSError as exc:
             self.close()
             if self.reused:
-                raise _StaleConnection() from exc
+                raise StaleConnection() from exc
             raise WireError(f"write failed: {exc}") from exc
         if self.tx_stamps:
             self._take_tx_stamps()  # on loopback it is there already; else with the reply
@@ -339,160 +348,11 @@ class Connection:
         self.sock.close()
 
 
-class _StaleConnection(WireError):
+class StaleConnection(WireError):
     """A kept-alive socket the server had closed: retried once on a new one."""
 
     def __init__(self) -> None:
         super().__init__("server closed a kept-alive connection")
 
 
-class Pool:
-    """Keep-alive connections per (scheme, host, port); no limit (the runner bounds requests)."""
-
-    def __init__(
-        self,
-        ssl_context: ssl.SSLContext | None = None,
-        *,
-        clock: KernelClock | None = None,
-        split_reads: bool = True,
-    ) -> None:
-        """``split_reads=False`` reads all that is queued at once, so the events of one read
-        share its last segment's time (cheaper by a syscall per event; for measurement)."""
-        self._idle: dict[tuple[str, str, int], list[Connection]] = {}
-        self._all: set[Connection] = set()
-        self._ssl_context = ssl_context
-        self._split_reads = split_reads
-        self.clock = clock or KernelClock()  # its `steps`: wall-clock steps seen
-        self.kernel_stamps = True  # False once a socket refused SO_TIMESTAMPNS
-
-    async def post(
-        self, url: str, headers: dict[str, str], body: bytes, sink: Sink
-    ) -> tuple[int, float, float]:
-        """POST and stream the response into ``sink``: (status, sent, last read) times.
-
-        A kept-alive connection the server has closed meanwhile is retried once on a new one
-        (only when no byte of the response came). Raises WireError."""
-        parts = urlsplit(url)
-        scheme, host = parts.scheme, parts.hostname or ""
-        port = parts.port or (443 if scheme == "https" else 80)
-        target = parts.path + (f"?{parts.query}" if parts.query else "")
-        netloc = host if parts.port is None else f"{host}:{port}"
-        data = request_head("POST", target or "/", netloc, headers, len(body)) + body
-        key = (scheme, host, port)
-        for _attempt in range(2):
-            conn = self._take_idle(key) or await self._connect(scheme, host, port)
-            try:
-                sent, last = await conn.exchange(data, sink)
-            except _StaleConnection:
-                self._all.discard(conn)
-                continue
-            except BaseException:  # timeout, cancel: the response is unfinished
-                conn.close()
-                self._all.discard(conn)
-                raise
-            if conn.reusable:
-                conn.reused = True
-                conn._sink = None
-                self._idle.setdefault(key, []).append(conn)
-            else:
-                conn.close()
-                self._all.discard(conn)
-            return conn.status, sent, last
-        raise WireError("server closed the connection before responding")
-
-    def _take_idle(self, key: tuple[str, str, int]) -> Connection | None:
-        idle = self._idle.get(key)
-        while idle:
-            conn = idle.pop()
-            if not conn.closed:
-                return conn
-            self._all.discard(conn)
-        return None
-
-    async def _connect(self, scheme: str, host: str, port: int) -> Connection:
-        if scheme not in ("http", "https"):
-            raise ConnectError(f"unsupported URL scheme {scheme!r}")
-        loop = asyncio.get_running_loop()
-        try:
-            infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-        except OSError as exc:
-            raise ConnectError(f"Cannot connect to {host}:{port}: {exc}") from exc
-        last: OSError | None = None
-        for family, kind, proto, _name, addr in infos:
-            sock = socket.socket(family, kind, proto)
-            try:
-                sock.setblocking(False)
-                await loop.sock_connect(sock, addr)
-            except OSError as exc:
-                sock.close()
-                last = exc
-                continue
-            except BaseException:  # cancelled (a timeout) while connecting
-                sock.close()
-                raise
-            try:
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                self.kernel_stamps = _enable_stamps(sock) and self.kernel_stamps
-                records = TlsRecords()
-                tls = None
-                if scheme == "https":
-                    tls = await _handshake(sock, host, self._ssl_context, records)
-                conn = Connection(sock, tls, self.clock, records, split_reads=self._split_reads)
-                conn.tx_stamps = self.kernel_stamps and _enable_tx_stamps(sock)
-            except BaseException:  # a failed or cancelled handshake
-                sock.close()
-                raise
-            self._all.add(conn)
-            return conn
-        raise ConnectError(f"Cannot connect to {host}:{port}: {last}")
-
-    def close(self) -> None:
-        for conn in self._all:
-            conn.close()
-        self._all.clear()
-        self._idle.clear()
-
-
 _kernel_time = kstamps.kernel_time
-_enable_stamps = kstamps.enable
-
-
-def _enable_tx_stamps(sock: socket.socket) -> bool:
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPING, TX_STAMP_FLAGS)
-    except OSError:
-        return False
-    return True
-
-
-async def _handshake(
-    sock: socket.socket, host: str, context: ssl.SSLContext | None, records: TlsRecords
-) -> _Tls:
-    """The TLS handshake over the socket; ``records`` follows the record boundaries of what
-    it reads, so the connection's reads can end where records end."""
-    loop = asyncio.get_running_loop()
-    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
-    tls = (context or ssl.create_default_context()).wrap_bio(
-        incoming, outgoing, server_hostname=host
-    )
-    try:
-        while True:
-            try:
-                tls.do_handshake()
-                break
-            except ssl.SSLWantReadError:
-                pass  # send what it has written, then read the server's answer
-            out = outgoing.read()
-            if out:
-                await loop.sock_sendall(sock, out)
-            data = await loop.sock_recv(sock, READ_SIZE)
-            if not data:
-                raise ConnectError(f"TLS handshake with {host}: connection closed")
-            records.reads(data)
-            incoming.write(data)
-        out = outgoing.read()
-        if out:
-            await loop.sock_sendall(sock, out)
-    except (ssl.SSLError, OSError) as exc:
-        raise ConnectError(f"TLS handshake with {host} failed: {exc}") from exc
-    return tls, incoming, outgoing

@@ -1,6 +1,7 @@
 """Gateway overhead: the agent's gateway against going direct to the same upstream.
 
     .venv/bin/python perf/bench_gateway.py [--duration 4] [--rates 50,100,200] [--json FILE]
+        [--delta content|reasoning|tool_calls] [--baseline-ref REF] [--ceiling-rates ""]
 
 Processes: a deterministic cheap upstream (a raw asyncio HTTP/1.1 server in this file, not the
 simulator: its cost must not blur the gateway's) answering every completion with 16 SSE content
@@ -10,12 +11,16 @@ stack, no keys, no scheduler, no telemetry; one with an aiohttp upstream client,
 httpx) pinned to core 0 too; the open-loop client (this process) and the upstream on core 1.
 
 Parts:
+0. with --baseline-ref REF: the gateway of that git ref (checked out in a temporary worktree)
+   and this tree's, interleaved on one schedule at each rate, rounds alternating which goes
+   first: CPU per request of each and the median ratio (--baseline-only stops there).
 1. overhead: at each rate R, R req/s to the gateway and R req/s straight to the upstream,
    interleaved on one fixed-interval schedule; added TTFT = gateway percentile - direct one;
    the gateway's CPU time per request from /proc (utime + stime).
 2. proxies: the bare proxies measured the same way at 100 req/s (CPU per request).
 3. ceiling: gateway-only rates stepped up until a step fails (an error, an unfinished request
-   after the window, or a TTFT p99 that grows from the first half of the window to the second).
+   after the window, or a TTFT p99 that grows from the first half of the window to the
+   second); an empty --ceiling-rates skips it.
 """
 
 from __future__ import annotations
@@ -46,11 +51,23 @@ CLIENT_LAG_LIMIT_MS = 10.0
 
 # -- upstream: raw asyncio HTTP/1.1, keep-alive, chunked SSE ---------------------------------
 
-_EVENT = (
-    b'data: {"id":"b","object":"chat.completion.chunk","model":"bench","choices":'
-    b'[{"index":0,"delta":{"content":"tok "},"finish_reason":null}]}\n\n'
-)
-_FRAME = b"%x\r\n%s\r\n" % (len(_EVENT), _EVENT)
+# The delta each content chunk carries (--delta): vLLM's shapes for text, thinking and tools.
+_DELTAS = {
+    "content": b'{"content":"tok "}',
+    "reasoning": b'{"reasoning_content":"tok "}',
+    "tool_calls": b'{"content":null,"tool_calls":[{"index":0,"function":{"arguments":"tok "}}]}',
+}
+
+
+def _frame(delta: str) -> bytes:
+    event = (
+        b'data: {"id":"b","object":"chat.completion.chunk","model":"bench","choices":'
+        b'[{"index":0,"delta":%s,"finish_reason":null}]}\n\n' % _DELTAS[delta]
+    )
+    return b"%x\r\n%s\r\n" % (len(event), event)
+
+
+_FRAME = _frame("content")
 _DONE = b"data: [DONE]\n\n"
 _END = b"%x\r\n%s\r\n0\r\n\r\n" % (len(_DONE), _DONE)
 _HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
@@ -106,16 +123,16 @@ class _Upstream(asyncio.Protocol):
             await self._frames()
 
     async def _frames(self) -> None:
-        write = self.transport.write
+        write, frame = self.transport.write, _FRAME
         write(_HEAD)
         if self.ttft_s:
             await asyncio.sleep(self.ttft_s)
-        write(_FRAME)
+        write(frame)
         for _ in range(CHUNKS - 1):
             await asyncio.sleep(CHUNK_GAP_S)
             if self.transport.is_closing():
                 return
-            write(_FRAME)
+            write(frame)
         write(_END)
 
 
@@ -213,8 +230,10 @@ def _wait_http(url: str, timeout: float = 20.0) -> None:
 
 
 @contextlib.contextmanager
-def _process(argv: list[str], core: int, url: str) -> Iterator[subprocess.Popen[bytes]]:
-    proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+def _process(
+    argv: list[str], core: int, url: str, cwd: Path = ROOT
+) -> Iterator[subprocess.Popen[bytes]]:
+    proc = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         os.sched_setaffinity(proc.pid, {core})
         _wait_http(url)
@@ -325,6 +344,45 @@ async def _measure(
     return result
 
 
+async def _against_baseline(
+    session: Any, args: argparse.Namespace, urls: dict[str, str], pids: dict[str, int]
+) -> dict[str, Any]:
+    """This tree's gateway and the baseline ref's, interleaved on one schedule at each rate,
+    in rounds that alternate which goes first: CPU per request of each, and their ratio."""
+    names = ["gateway", "gateway_baseline"]
+    direct = urls["upstream"] + "/v1/chat/completions"
+    rows = []
+    for rate in args.rates:
+        for round_ in range(args.baseline_rounds):
+            order = names if round_ % 2 == 0 else names[::-1]
+            targets = [urls[n] + "/v1/chat/completions" for n in order]
+            cpu0 = {n: _cpu_seconds(pids[n]) for n in names}
+            r = await _open_loop(session, [*targets, direct], rate, args.duration)
+            row: dict[str, Any] = {"rate": rate, "round": round_}
+            for n, url in zip(order, targets, strict=True):
+                ok = r[url]["ok"]
+                row[n] = {
+                    "cpu_ms_per_request": (_cpu_seconds(pids[n]) - cpu0[n]) * 1000 / max(1, ok),
+                    "ttft_p50_ms": r[url]["ttft_p50_ms"],
+                    "errors": r[url]["errors"],
+                    "unfinished": r[url]["unfinished"],
+                }
+            row["cpu_ratio"] = (
+                row["gateway"]["cpu_ms_per_request"] / row["gateway_baseline"]["cpu_ms_per_request"]
+            )
+            rows.append(row)
+            print(
+                f"vs baseline at {rate:g} req/s, round {round_}: CPU/request "
+                f"{row['gateway']['cpu_ms_per_request']:.3f} ms (this tree) vs "
+                f"{row['gateway_baseline']['cpu_ms_per_request']:.3f} ms (baseline) = "
+                f"{row['cpu_ratio']:.3f}x; errors {row['gateway']['errors']} / "
+                f"{row['gateway_baseline']['errors']}",
+                flush=True,
+            )
+    ratios = sorted(row["cpu_ratio"] for row in rows)
+    return {"rows": rows, "median_cpu_ratio": ratios[len(ratios) // 2]}
+
+
 async def _bench(
     args: argparse.Namespace, urls: dict[str, str], pids: dict[str, int]
 ) -> dict[str, Any]:
@@ -337,6 +395,10 @@ async def _bench(
         gw = urls["gateway"] + "/v1/chat/completions"
         direct = urls["upstream"] + "/v1/chat/completions"
         await _open_loop(session, [gw, direct], 50, 1.0)  # warm-up: connections, caches
+        if "gateway_baseline" in pids:
+            report["baseline"] = await _against_baseline(session, args, urls, pids)
+            if args.baseline_only:
+                return report
         for rate in args.rates:
             r = await _measure(session, [gw, direct], rate, args.duration, pids["gateway"])
             g, d = r[gw], r[direct]
@@ -404,6 +466,22 @@ async def _bench(
     return report
 
 
+@contextlib.contextmanager
+def _baseline_tree(ref: str | None) -> Iterator[Path | None]:
+    """A temporary git worktree of `ref`, for its gateway; None without a ref."""
+    if ref is None:
+        yield None
+        return
+    with tempfile.TemporaryDirectory() as parent:
+        tree = Path(parent) / "baseline"
+        git = ["git", "-C", str(ROOT)]
+        subprocess.run([*git, "worktree", "add", "--detach", str(tree), ref], check=True)
+        try:
+            yield tree
+        finally:
+            subprocess.run([*git, "worktree", "remove", "--force", str(tree)], check=False)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="role")
@@ -411,6 +489,7 @@ def main() -> int:
     up.add_argument("--port", type=int, required=True)
     up.add_argument("--ttft-ms", type=float, default=0.0)
     up.add_argument("--slots", type=int, default=0, help="streams at once (0: unlimited)")
+    up.add_argument("--delta", choices=sorted(_DELTAS), default="content")
     px = sub.add_parser("proxy")
     px.add_argument("--client", choices=("aiohttp", "httpx"), required=True)
     px.add_argument("--upstream", required=True)
@@ -420,11 +499,28 @@ def main() -> int:
     parser.add_argument("--ceiling-rates", default="300,400,500,600,700,800,1000")
     parser.add_argument("--ceiling-duration", type=float, default=3.0)
     parser.add_argument("--json", type=Path)
+    parser.add_argument(
+        "--delta",
+        choices=sorted(_DELTAS),
+        default="content",
+        help="what the upstream's chunks carry: text, reasoning or tool-call deltas",
+    )
+    parser.add_argument(
+        "--baseline-ref",
+        help="also run the gateway of this git ref (a temporary worktree), interleaved with "
+        "this tree's at each rate, for a before/after CPU ratio",
+    )
+    parser.add_argument("--baseline-rounds", type=int, default=4)
+    parser.add_argument(
+        "--baseline-only", action="store_true", help="with --baseline-ref: only that part"
+    )
     args = parser.parse_args()
 
     if args.role == "upstream":
         import uvloop
 
+        global _FRAME
+        _FRAME = _frame(args.delta)
         uvloop.run(_serve_upstream(args.port, args.ttft_ms, args.slots))
         return 0
     if args.role == "proxy":
@@ -439,9 +535,10 @@ def main() -> int:
         )
         return 0
 
-    args.rates = [float(r) for r in args.rates.split(",")]
-    args.ceiling_rates = [float(r) for r in args.ceiling_rates.split(",")]
-    ports = {name: _free_port() for name in ("upstream", "gateway", "proxy_aiohttp", "proxy_httpx")}
+    args.rates = [float(r) for r in args.rates.split(",") if r]
+    args.ceiling_rates = [float(r) for r in args.ceiling_rates.split(",") if r]
+    names = ("upstream", "gateway", "gateway_baseline", "proxy_aiohttp", "proxy_httpx")
+    ports = {name: _free_port() for name in names}
     urls = {name: f"http://127.0.0.1:{port}" for name, port in ports.items()}
     me = [sys.executable, str(Path(__file__).resolve())]
     tiers = {
@@ -462,7 +559,7 @@ def main() -> int:
         }
     }
     keys = [{"name": "bench", "key": KEY, "tiers": ["online"], "default_tier": "online"}]
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, _baseline_tree(args.baseline_ref) as baseline:
         (Path(tmp) / "tiers.json").write_text(json.dumps(tiers))
         (Path(tmp) / "keys.json").write_text(json.dumps(keys))
         gateway = [
@@ -483,7 +580,7 @@ def main() -> int:
         with contextlib.ExitStack() as stack:
             stack.enter_context(
                 _process(
-                    [*me, "upstream", "--port", str(ports["upstream"])],
+                    [*me, "upstream", "--port", str(ports["upstream"]), "--delta", args.delta],
                     CLIENT_CORE,
                     urls["upstream"] + "/health",
                 )
@@ -493,6 +590,12 @@ def main() -> int:
                     _process(gateway, GATEWAY_CORE, urls["gateway"] + "/health")
                 ).pid
             }
+            if baseline is not None:
+                argv = [*gateway]
+                argv[argv.index("--listen") + 1] = f"127.0.0.1:{ports['gateway_baseline']}"
+                url = urls["gateway_baseline"] + "/health"
+                process = _process(argv, GATEWAY_CORE, url, cwd=baseline)
+                pids["gateway_baseline"] = stack.enter_context(process).pid
             for client in ("aiohttp", "httpx"):
                 name = f"proxy_{client}"
                 argv = [
@@ -509,6 +612,16 @@ def main() -> int:
                     _process(argv, GATEWAY_CORE, urls[name] + "/health")
                 ).pid
             report = asyncio.run(_bench(args, urls, pids))
+    if "baseline" in report:
+        print(
+            f"gateway CPU / baseline ({args.baseline_ref}) gateway CPU, interleaved, "
+            f"{args.delta} deltas: median {report['baseline']['median_cpu_ratio']:.3f}x"
+        )
+    if args.baseline_only:
+        print(f"load average: {os.getloadavg()}")
+        if args.json:
+            args.json.write_text(json.dumps(report, indent=2))
+        return 0
     side = report["proxies"]
     report["cpu_vs_bare_aiohttp_proxy"] = (
         side["gateway"]["cpu_ms_per_request"] / side["proxy_aiohttp"]["cpu_ms_per_request"]
@@ -516,16 +629,15 @@ def main() -> int:
     report["httpx_vs_aiohttp_proxy_cpu"] = (
         side["proxy_httpx"]["cpu_ms_per_request"] / side["proxy_aiohttp"]["cpu_ms_per_request"]
     )
-    busiest = max(report["ceiling"], key=lambda row: row["gateway_core_busy"])
-    report["core_capacity_estimate"] = busiest["rate"] / max(busiest["gateway_core_busy"], 1e-9)
+    if report["ceiling"]:
+        busiest = max(report["ceiling"], key=lambda row: row["gateway_core_busy"])
+        rate = busiest["rate"] / max(busiest["gateway_core_busy"], 1e-9)
+        report["core_capacity_estimate"] = rate
+        print(f"gateway core capacity from its busiest step: ~{rate:.0f} req/s")
     print(
         f"gateway CPU / bare aiohttp proxy CPU (side by side): "
         f"{report['cpu_vs_bare_aiohttp_proxy']:.2f}x; httpx proxy / aiohttp proxy: "
         f"{report['httpx_vs_aiohttp_proxy_cpu']:.2f}x"
-    )
-    print(
-        "gateway core capacity from its busiest step: "
-        f"~{report['core_capacity_estimate']:.0f} req/s"
     )
     print(f"highest sustained gateway rate on one core: {report['max_sustained_rate']} req/s")
     print(f"load average: {os.getloadavg()}")

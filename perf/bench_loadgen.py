@@ -50,8 +50,8 @@ sys.path.insert(0, str(ROOT))
 from gpu_agent.sim.testing import run_sim_process  # noqa: E402
 from loadgen import WorkloadSpec, percentile, run_workload  # noqa: E402
 from loadgen.client import _StreamState  # noqa: E402
+from loadgen.pool import Pool  # noqa: E402
 from loadgen.sse import SSEDecoder  # noqa: E402
-from loadgen.wire import Pool  # noqa: E402
 
 
 class Server:
@@ -142,8 +142,8 @@ async def _client_cost(kind: str, url: str, streams: int, rounds: int) -> dict[s
         return total
 
     cpu0, wall0 = time.process_time(), time.perf_counter()
-    if kind == "wire":
-        pool = Pool()
+    if kind.startswith("wire"):
+        pool = Pool(split_reads=kind == "wire")
         try:
             tokens = await drive(lambda: _wire_stream(pool, url))
         finally:
@@ -174,7 +174,7 @@ def bench_clients(quick: bool) -> None:
     with Server("--ttft-ms", "20", "--itl-ms", "5") as server:
         url = f"{server.base}/v1/chat/completions"
         for streams in (16, 96):
-            for kind in ("wire", "aiohttp", "httpx"):
+            for kind in ("wire-one-read", "wire", "aiohttp", "httpx", "wire", "wire-one-read"):
                 emit(asyncio.run(_client_cost(kind, url, streams, 1 if quick else 2)))
 
 
@@ -270,7 +270,7 @@ def _capture_run(starved: bool, split_reads: bool, quick: bool) -> dict[str, Any
 
     import loadgen.runner as runner_module
     from loadgen import capture
-    from loadgen.wire import Pool as WirePool
+    from loadgen.pool import Pool as WirePool
 
     cores = sorted(os.sched_getaffinity(0))
     server_cores, client_cores = {cores[0]}, {cores[-1]}

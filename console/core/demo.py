@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import shlex
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -40,13 +41,10 @@ class DemoContext:
 DEMO_SEEDERS: list[str] = []
 DEMO_PROCESSES: list[str] = ["console.core.demo.core_processes", "console.core.demo.node_processes"]
 
-# Launch flags of the demo's simulated engines: two nodes that differ, so that comparing
-# benchmarks across them shows something. The agent runs `vllm serve` as the simulator.
-DEMO_ENGINE_FLAGS = [
-    ["--max-num-seqs", "64", "--scheduling-policy", "priority", "--enable-prefix-caching"],
-    ["--max-num-seqs", "128", "--scheduling-policy", "fcfs", "--no-enable-prefix-caching"],
-]
-DEMO_MODEL = "demo-8b"
+# The engine command line of each demo node, written by the tuning app's seeder from the
+# node's own launch profile (so a demo node starts with a profile and no drift):
+# {"demo-node-1": ["vllm", "serve", ...], ...}. The agent runs `vllm serve` as the simulator.
+DEMO_ENGINES_FILE = "demo-engines.json"
 
 
 def core_processes(ctx: DemoContext) -> list[ProcessSpec]:
@@ -87,12 +85,14 @@ def node_processes(ctx: DemoContext) -> list[ProcessSpec]:
         nodes = json.loads((ctx.data_dir / "demo-nodes.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return []
+    try:
+        engines = json.loads((ctx.data_dir / DEMO_ENGINES_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        engines = {}
     specs = []
-    for index, node in enumerate(nodes):
-        flags = DEMO_ENGINE_FLAGS[index % len(DEMO_ENGINE_FLAGS)]
-        engine_cmd = " ".join(
-            ["vllm", "serve", DEMO_MODEL, "--port", str(node["engine_port"]), *flags]
-        )
+    for node in nodes:
+        argv = engines.get(node["name"]) or ["vllm", "serve", "demo-8b"]
+        engine_cmd = shlex.join([*argv, "--port", str(node["engine_port"])])
         specs.append(
             ProcessSpec(
                 f"agent {node['name']}",

@@ -122,11 +122,17 @@ def node_figure(rows: list[tuple[Any, ...]], simulated: bool = False) -> go.Figu
         )
     fig.update_yaxes(range=[0, 100], row=1, col=1)
     fig.update_yaxes(range=[0, 100], row=2, col=1)
+    # Depth and TTFT are never negative: an idle node's flat zero line starts the axis at 0
+    # (Plotly's autorange would centre it, -1 to 1).
+    fig.update_yaxes(rangemode="nonnegative", row=3, col=1)
+    fig.update_yaxes(rangemode="nonnegative", row=4, col=1)
     fig.update_layout(
         height=820,
-        margin={"l": 50, "r": 20, "t": 40, "b": 30},
+        # The legend sits above the panels, inside the figure's height, so it never spills
+        # out of the card however many tiers there are.
+        margin={"l": 50, "r": 20, "t": 90, "b": 30},
         template="plotly_white",
-        legend={"orientation": "h", "y": -0.05},
+        legend={"orientation": "h", "x": 0, "y": 1.02, "yanchor": "bottom"},
     )
     return fig
 

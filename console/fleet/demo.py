@@ -44,7 +44,7 @@ def seed(ctx: Any) -> list[str]:
         node = Node.objects.filter(name=name).first()
         token = saved.get(name, "")
         if node is None:
-            node, token = services.create_node(name, ["demo", "simulated"], admin)
+            node, token = services.create_node(name, ["demo"], admin)
         elif not token or crypto.sha256_hex(token) != node.token_sha256:
             token = services.rotate_node_token(node, admin)
         nodes.append(node)

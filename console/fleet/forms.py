@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from django import forms
@@ -28,6 +29,26 @@ class NodeForm(forms.Form):
 
     def clean_labels(self) -> list[str]:
         return _split(self.cleaned_data.get("labels") or "")
+
+
+LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,49}$")
+
+
+class NodeLabelsForm(forms.Form):
+    labels = forms.CharField(
+        required=False, max_length=1000, help_text="Comma-separated, e.g. h200, zone-a"
+    )
+
+    def clean_labels(self) -> list[str]:
+        labels = _split(self.cleaned_data.get("labels") or "")
+        for label in labels:
+            if not LABEL_RE.match(label):
+                raise forms.ValidationError(
+                    f"{label!r}: up to 50 letters, digits, '.', '_', ':', '/' or '-'"
+                )
+        if len(labels) > 50:
+            raise forms.ValidationError("at most 50 labels")
+        return labels
 
 
 class EndpointForm(forms.Form):

@@ -16,6 +16,7 @@ urlpatterns = [
     path("nodes/<int:pk>/", views.node_detail, name="node-detail"),
     path("nodes/<int:pk>/status/", views.node_status, name="node-status"),
     path("nodes/<int:pk>/figure/", views.node_figure, name="node-figure"),
+    path("nodes/<int:pk>/labels/", views.node_labels, name="node-labels"),
     path("nodes/<int:pk>/rotate-token/", views.node_rotate, name="node-rotate"),
     path("nodes/<int:pk>/delete/", views.node_delete, name="node-delete"),
     path(

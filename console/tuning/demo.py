@@ -6,6 +6,7 @@ versions are kept, and a node that already wants a version keeps it."""
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 from console.fleet import services as fleet_services
@@ -69,6 +70,58 @@ def seed(ctx: Any) -> list[str]:
         )
         notes.append(f"launch profile {LAUNCH_PROFILE_NAME!r}: v1")
     notes.extend(point_demo_nodes(admin))
+    notes.extend(give_demo_nodes_profiles(admin, ctx))
+    return notes
+
+
+# Each demo node's engine, as a launch profile of its own: two nodes that differ, so comparing
+# benchmarks across them shows something. The demo starts each engine from its profile's argv.
+DEMO_NODE_PROFILES = {
+    "demo-node-1": (
+        "demo-priority",
+        {
+            "model": "demo-8b",
+            "max_num_seqs": 64,
+            "scheduling_policy": "priority",
+            "enable_prefix_caching": True,
+        },
+    ),
+    "demo-node-2": (
+        "demo-fcfs",
+        {
+            "model": "demo-8b",
+            "max_num_seqs": 128,
+            "scheduling_policy": "fcfs",
+            "enable_prefix_caching": False,
+        },
+    ),
+}
+
+
+def give_demo_nodes_profiles(admin: Any, ctx: Any) -> list[str]:
+    """Each demo node wants its own profile (created once) unless it wants another already;
+    the node's engine command line is written to demo-engines.json for the launcher, so the
+    agent finds it runs what is desired and applies it without a restart."""
+    from console.core.demo import DEMO_ENGINES_FILE
+
+    notes: list[str] = []
+    engines: dict[str, list[str]] = {}
+    for node in Node.objects.filter(name__in=list(DEMO_NODE_PROFILES)):
+        name, args = DEMO_NODE_PROFILES[node.name]
+        version = LaunchProfileVersion.objects.filter(name=name).order_by("-version").first()
+        if version is None:
+            version = services.create_launch_profile(
+                name=name, args=args, user=admin, message=f"the engine {node.name} runs"
+            )
+        if node.desired_launch_profile_id is None:
+            fleet_services.set_desired([node], launch_profile=version, user=admin, reason="demo")
+            notes.append(f"fleet: {node.name} wants launch profile {name!r} v{version.version}")
+        wanted = node.desired_launch_profile or version
+        engines[node.name] = wanted.argv()
+    data_dir = getattr(ctx, "data_dir", None)
+    if data_dir is not None:
+        path = data_dir / DEMO_ENGINES_FILE
+        path.write_text(json.dumps(engines, indent=2) + "\n", encoding="utf-8")
     return notes
 
 

@@ -108,7 +108,7 @@ def pending(done: set[str]) -> list[VersionedDocument]:
 
 
 def _creation(obj: VersionedDocument) -> AuditEvent | None:
-    return (
+    event: AuditEvent | None = (
         AuditEvent.objects.select_related("actor")
         .filter(
             action=Action.CREATE,
@@ -118,6 +118,7 @@ def _creation(obj: VersionedDocument) -> AuditEvent | None:
         .order_by("id")
         .first()
     )
+    return event
 
 
 def commit_version(repo: Path, obj: VersionedDocument) -> None:

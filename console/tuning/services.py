@@ -14,9 +14,11 @@ from django.http import HttpRequest
 
 from console.audit.choices import Action
 from console.audit.services import record
+from console.fleet.models import Node
+from console.fleet.services import set_desired
 from console.tuning import tasks
 from console.tuning.models import LaunchProfileVersion, TierConfigVersion, VersionedDocument
-from console.tuning.vllm_args import args_to_dict, validate_args
+from console.tuning.vllm_args import LaunchArgs, args_to_dict, validate_args
 from scheduler import config_to_dict, parse_config
 
 V = TypeVar("V", bound=VersionedDocument)
@@ -116,3 +118,66 @@ def create_launch_profile(
         user=user,
         request=request,
     )
+
+
+# Where the engine listens is the node's own (the agent sets it), not the profile's.
+NODE_OWN_ARGS = ("host", "port")
+
+
+def running_args(node: Node) -> dict[str, Any] | None:
+    """The launch args of the engine the node's agent reports running, or None when it
+    reports none (attached, or never seen)."""
+    engine = node.engine or {}
+    args = engine.get("args")
+    if not isinstance(args, dict) or not args:
+        return None
+    managed = set(LaunchArgs.model_fields)
+    adopted: dict[str, Any] = {}
+    extra: list[str] = []
+    for key, value in args.items():
+        if key in NODE_OWN_ARGS:
+            continue
+        if key in managed:
+            adopted[key] = value
+            continue
+        # Flags this console does not manage (an engine's own, or a newer vLLM's) travel as
+        # they ran, in extra_args.
+        flag = "--" + key.replace("_", "-")
+        if value is True:
+            extra.append(flag)
+        elif value is False:
+            extra.append("--no-" + key.replace("_", "-"))
+        else:
+            extra.append(f"{flag}={value}")
+    if extra:
+        adopted["extra_args"] = [*adopted.get("extra_args", []), *extra]
+    if "model" not in adopted and engine.get("model"):
+        adopted["model"] = engine["model"]
+    return adopted
+
+
+def adopt_running_flags(
+    node: Node, name: str, *, user: Any = None, request: HttpRequest | None = None
+) -> LaunchProfileVersion:
+    """Save the node's running engine flags as the next version of launch profile `name` and
+    make the node want it. The agent sees it already runs that command line and takes it as
+    applied without a restart, so the node starts with a profile and no drift."""
+    args = running_args(node)
+    if args is None:
+        raise ValueError("node: its agent reports no running engine flags (attached or unseen)")
+    with transaction.atomic():
+        version = create_launch_profile(
+            name=name,
+            args=args,
+            message=f"adopted from {node.name}'s running engine",
+            user=user,
+            request=request,
+        )
+        set_desired(
+            [node],
+            launch_profile=version,
+            user=user,
+            reason="running flags adopted",
+            request=request,
+        )
+    return version

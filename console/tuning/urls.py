@@ -64,5 +64,6 @@ urlpatterns = [
         views.launchprofile_kubernetes,
         name="launchprofile-kubernetes",
     ),
+    path("nodes/<int:node_pk>/adopt-flags/", views.adopt_flags, name="adopt-flags"),
     *rollout_urls,
 ]

@@ -15,10 +15,11 @@ from django.core.paginator import Paginator
 from django.db.models import Count, Max
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.views.decorators.http import require_GET, require_http_methods
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from console.core.ids import optional_id, parse_id
 from console.core.roles import OPERATOR, VIEWER, has_role, require_role
+from console.fleet.models import Node
 from console.tuning import services
 from console.tuning.configmaps import render_configmap
 from console.tuning.diffs import display_rows
@@ -251,3 +252,19 @@ def launchprofile_kubernetes(request: HttpRequest, pk: int) -> HttpResponse:
         "application/yaml",
         f"{dns_name(obj.name)}-v{obj.version}.yaml",
     )
+
+
+@login_required
+@require_POST
+def adopt_flags(request: HttpRequest, node_pk: int) -> HttpResponse:
+    """The node page's "save running flags as a launch profile"."""
+    require_role(request, OPERATOR)
+    node = get_object_or_404(Node, pk=node_pk)
+    name = request.POST.get("name", "").strip()
+    try:
+        version = services.adopt_running_flags(node, name, user=request.user, request=request)
+    except (ConfigError, ValueError) as exc:
+        messages.error(request, f"Not saved: {exc}")
+        return redirect("fleet:node-detail", pk=node.pk)
+    messages.success(request, f"Saved {version.label}; {node.name} now wants it (no restart).")
+    return redirect(LAUNCH_PROFILE.url("detail"), pk=version.pk)

@@ -15,6 +15,11 @@ vLLM's routes: POST /v1/chat/completions, POST /v1/completions (stream and not, 
 ``--scheduling-policy priority`` and ignored under fcfs), GET /v1/models, /health, /metrics,
 and POST /reset_prefix_cache (vLLM offers it under ``VLLM_SERVER_DEV_MODE=1``; the simulator
 always does): cached blocks no request holds are forgotten, so the next run starts cold.
+Thinking and tool calls (answers.py): ``--sim-reasoning-tokens N`` starts every chat answer with
+N reasoning tokens (``delta.reasoning_content``, or ``reasoning`` with ``--sim-reasoning-field``;
+a request's ``chat_template_kwargs.enable_thinking: false`` turns it off; usage reports
+``completion_tokens_details.reasoning_tokens``); a ``tool_choice`` of ``"required"`` or a named
+function makes the answer one call of it, streamed as ``delta.tool_calls`` with null content.
 A request may carry an ``x-request-id`` header; the response echoes it in ``x-request-id`` and
 its ``id`` is ``chatcmpl-<request id>`` (``cmpl-`` for completions). Without the header the
 simulator assigns ``sim-<n>``.

@@ -134,6 +134,7 @@ async def test_a_full_tier_gets_429_with_retry_after(tight_agent: AgentProcess) 
         assert response.json()["error"]["code"] == "queue_full"
         await let_go(holder)
         await queued
+    await wait_idle(tight_agent)
 
 
 async def test_a_client_that_leaves_mid_stream_frees_its_slot(
@@ -173,6 +174,7 @@ async def test_a_client_that_leaves_the_queue_gives_up_its_place(tight_agent: Ag
         status = await asyncio.to_thread(tight_agent.status)
         assert status["tiers"]["batch"]["cancelled"] == 1
         await let_go(holder)
+    await wait_idle(tight_agent)
 
 
 def test_it_serves_a_sse_stream_unchanged(tight_agent: AgentProcess) -> None:

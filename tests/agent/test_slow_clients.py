@@ -175,7 +175,9 @@ def test_past_its_buffer_bound_the_gateway_stops_reading_the_engine(
 ) -> None:
     """With 256 KiB per stream, a client that does not read keeps its slot (the engine is
     back-pressured, the gateway holds no more) until the write timeout ends it."""
-    with agent_for(long_sim, tmp_path, "--client-buffer-bytes", "262144") as bounded:
+    # A longer write timeout here: the engine must end before it does, even on a loaded machine.
+    extra = ("--client-buffer-bytes", "262144", "--client-write-timeout", "10")
+    with agent_for(long_sim, tmp_path, *extra) as bounded:
         request_id = f"bounded-{time.time_ns()}"
         client = RawStream(bounded.port, request_id)
         try:
@@ -184,7 +186,7 @@ def test_past_its_buffer_bound_the_gateway_stops_reading_the_engine(
             assert bounded.status()["in_flight"] == 1
             wait_for(
                 lambda: bounded.status()["in_flight"] == 0,
-                WRITE_TIMEOUT_S + 3,
+                15,
                 "the write timeout to end the client",
             )
             assert outcomes(bounded).get("client_timeout") == 1

@@ -55,3 +55,23 @@ def test_live_fleet_table_and_node_chart(
         page.screenshot(
             path=os.path.join(os.environ["TIERGATE_SCREENSHOTS"], "node-detail.png"), full_page=True
         )
+
+
+def test_an_idle_nodes_chart_fits_its_card_and_starts_at_zero(
+    transactional_db: None, viewer: Any, browser_page: Any
+) -> None:
+    page = browser_page
+    node, token = services.create_node("gpu-idle-01", [], None)
+    tiers = {name: {"depth": 0} for name in ("online", "batch", "offline")}
+    now = time.time()
+    post_beat(Client(), token, beat(samples=[sample(now - 5 + i, **tiers) for i in range(5)]))
+    sign_in(page, "vera")
+    page.goto(f"/fleet/nodes/{node.pk}/")
+    page.wait_for_selector("#node-chart .main-svg")
+    card = page.locator("#node-chart").bounding_box()
+    legend = page.locator("#node-chart .legend").bounding_box()
+    assert card is not None and legend is not None
+    assert legend["y"] >= card["y"] and legend["y"] + legend["height"] <= card["y"] + card["height"]
+    # The queue-depth panel's axis (the third) runs from 0, not from -1.
+    low = page.evaluate("document.getElementById('node-chart')._fullLayout.yaxis3.range[0]")
+    assert low == 0

@@ -306,3 +306,24 @@ def test_a_base_url_without_v1_gets_a_hint(admin_user: Any) -> None:
         follow=True,
     )
     assert "does not end in /v1" not in with_v1.content.decode()
+
+
+def test_an_admin_edits_a_nodes_labels_on_its_page(admin_user: Any, operator: Any) -> None:
+    from console.audit.models import AuditEvent
+
+    node, _token = services.create_node("gpu-lbl", ["old"], None)
+    client = Client()
+    client.force_login(admin_user)
+    assert 'id="node-labels"' in client.get(f"/fleet/nodes/{node.pk}/").content.decode()
+    response = client.post(f"/fleet/nodes/{node.pk}/labels/", {"labels": "h200, zone-a"})
+    assert response.status_code == 302
+    node.refresh_from_db()
+    assert node.labels == ["h200", "zone-a"]
+    assert AuditEvent.objects.filter(object_type="fleet.node", action="update").exists()
+    bad = client.post(f"/fleet/nodes/{node.pk}/labels/", {"labels": "ok, not ok!"}, follow=True)
+    assert "not ok!" in bad.content.decode() and "Labels not saved" in bad.content.decode()
+    node.refresh_from_db()
+    assert node.labels == ["h200", "zone-a"]
+    other = Client()
+    other.force_login(operator)
+    assert other.post(f"/fleet/nodes/{node.pk}/labels/", {"labels": "x"}).status_code == 403

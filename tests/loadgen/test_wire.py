@@ -23,9 +23,9 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from loadgen.client import send_request
+from loadgen.pool import Pool
 from loadgen.prompts import PlannedRequest
 from loadgen.receive import KernelClock, TlsRecords, event_reads
-from loadgen.wire import Pool
 from tests.loadgen.test_streams import chunk
 
 HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
@@ -433,20 +433,34 @@ async def test_a_wall_clock_step_while_chunks_wait_does_not_move_their_times(
     )
     pool.close()
     assert sample.error is None, sample.error
-    assert pool.clock.steps == 2
+    assert pool.clock.steps >= 1  # and 2 unless a stall outlasted the step's 130 ms
     assert sample.ttft is not None and 0.045 < sample.ttft < 0.1, sample.ttft
     assert sample.itl.max is not None and 0.4 < sample.itl.max < 0.5, sample.itl
 
 
+class FakeClocks:
+    """perf_counter and a wall clock that runs `offset` seconds ahead of it."""
+
+    def __init__(self, offset: float) -> None:
+        self.now, self.offset = 10.0, offset
+
+    def perf(self) -> float:
+        return self.now
+
+    def wall(self) -> float:
+        return self.now + self.offset
+
+
 def test_the_kernel_clock_places_stamps_across_a_step() -> None:
-    perf = iter([10.0, 10.1, 10.2, 10.3]).__next__
-    walls = iter([1010.0, 1010.0, 1010.1, 1010.1, 1015.2, 1015.2, 1015.3, 1015.3]).__next__
-    clock = KernelClock(perf=perf, wall=walls)
+    clocks = FakeClocks(1000.0)
+    clock = KernelClock(perf=clocks.perf, wall=clocks.wall)
     now, offset = clock.wake()
     assert (now, offset) == (10.0, 1000.0)
+    clocks.now = 10.1
     now, offset = clock.wake()
     assert clock.steps == 0 and clock.place(1010.05, now, offset, 10.0) == pytest.approx(10.05)
-    now, offset = clock.wake()  # the wall clock went 5 s forward
+    clocks.now, clocks.offset = 10.2, 1005.0  # the wall clock went 5 s forward
+    now, offset = clock.wake()
     assert clock.steps == 1 and offset == pytest.approx(1005.0)
     # Received before the step (old clock) and after it (new clock): both land in place.
     assert clock.place(1010.15, now, offset, 10.0) == pytest.approx(10.15)

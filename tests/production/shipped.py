@@ -35,15 +35,24 @@ class Query:
 
 def selectors(expr: str) -> list[str]:
     """The vector selectors of `expr` (``name{matchers}``), without ranges or functions."""
-    text = re.sub(r'"(?:[^"\\]|\\.)*"', lambda m: m.group(0).replace("}", ""), expr)
-    text = re.sub(r"\[[^\]]*\]", " ", text)
+    strings: list[str] = []
+
+    def stash(match: re.Match[str]) -> str:
+        strings.append(match.group(0))
+        return f"\x00s{len(strings) - 1}\x00"  # a letter first: no number to strip
+
+    text = re.sub(r'"(?:[^"\\]|\\.)*"', stash, expr)  # label values hold anything
+    text = re.sub(r"\[[^\]]*\]", " ", text)  # range and subquery durations
+    text = re.sub(r"\boffset\s+\S+", " ", text)
+    text = re.sub(r"(?<![A-Za-z0-9_:])\d[\w.]*", " ", text)  # numbers: 14.4, 1e3, 0x1f
     text = re.sub(GROUPING, " ", text)
     found = []
     for match in re.finditer(r"([A-Za-z_:][A-Za-z0-9_:]*)\s*(\{[^}]*\})?(\s*\()?", text):
         name, matchers, call = match.groups()
         if call or name.lower() in KEYWORDS:
             continue
-        found.append(name + (matchers or ""))
+        restored = re.sub("\x00s(\\d+)\x00", lambda m: strings[int(m.group(1))], matchers or "")
+        found.append(name + restored)
     return found
 
 

@@ -37,7 +37,7 @@ def shipped() -> list[tuple[str, dict[str, Any]]]:
 
 
 def rendered() -> list[tuple[str, dict[str, Any]]]:
-    profiles = {
+    profiles: dict[str, dict[str, Any]] = {
         "minimal": {"model": "m"},
         "tp2-pp2": {
             "model": "meta-llama/Llama-3.1-70B-Instruct",

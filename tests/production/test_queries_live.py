@@ -204,8 +204,8 @@ async def check_queries(prometheus_url: str, agent: AgentProcess) -> None:
     async with httpx.AsyncClient(base_url=prometheus_url, timeout=10) as client:
         deadline = time.monotonic() + DATA_DEADLINE_S
         while True:
-            problems = [p for p in await asyncio.gather(*(run_query(client, q) for q in queries))]
-            problems = [p for p in problems if p is not None]
+            results = await asyncio.gather(*(run_query(client, q) for q in queries))
+            problems = [p for p in results if p is not None]
             if not problems:
                 break
             assert time.monotonic() < deadline, "\n".join(problems) + "\n" + agent.output()[-3000:]

@@ -22,11 +22,12 @@ LEASE = {"TIERGATE_ROLLOUT_LEASE_S": "2"}
 def sets_of(rollout: Any, node: Any) -> int:
     from console.audit.models import AuditEvent
 
-    return AuditEvent.objects.filter(
+    count: int = AuditEvent.objects.filter(
         object_type="fleet.node",
         object_id=str(node.pk),
         message=f"desired versions set: {rollout}",
     ).count()
+    return count
 
 
 def state(rollout: Any) -> str:

@@ -4,6 +4,7 @@ error)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django.contrib import messages
@@ -16,7 +17,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from console.core.roles import ADMIN, OPERATOR, VIEWER, has_role, require_role
 from console.fleet import charts, desired, services
-from console.fleet.forms import NodeForm
+from console.fleet.forms import NodeForm, NodeLabelsForm
 from console.fleet.models import GatewayKey, Node
 
 
@@ -132,6 +133,7 @@ def node_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "keys": GatewayKey.objects.for_node(node),
             "is_admin": has_role(request.user, ADMIN),
             "can_operate": has_role(request.user, OPERATOR),
+            "running_flags": json.dumps((node.engine or {}).get("args") or {}, indent=2),
         },
     )
 
@@ -159,6 +161,20 @@ def node_figure(request: HttpRequest, pk: int) -> HttpResponse:
     return HttpResponse(
         charts.node_figure_json(get_object_or_404(Node, pk=pk)), content_type="application/json"
     )
+
+
+@require_POST
+@login_required
+def node_labels(request: HttpRequest, pk: int) -> HttpResponse:
+    require_role(request, ADMIN)
+    node = get_object_or_404(Node, pk=pk)
+    form = NodeLabelsForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, f"Labels not saved: {form.errors['labels'][0]}")
+    else:
+        services.update_node(node, request.user, request, labels=form.cleaned_data["labels"])
+        messages.success(request, f"Labels of {node.name} saved.")
+    return redirect("fleet:node-detail", pk=node.pk)
 
 
 @require_POST

@@ -9,14 +9,17 @@ from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
-from rest_framework import mixins, viewsets
+from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
 from rest_framework.renderers import BaseRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from console.core.ids import parse_id
 from console.core.roles import OPERATOR
+from console.fleet.models import Node
+from console.tuning import services
 from console.tuning.api.serializers import (
     LaunchProfileVersionSerializer,
     TierConfigVersionSerializer,
@@ -25,6 +28,7 @@ from console.tuning.api.serializers import (
 from console.tuning.configmaps import render_configmap
 from console.tuning.kube import render_yaml
 from console.tuning.models import LaunchProfileVersion, TierConfigVersion, VersionedDocument
+from scheduler import ConfigError
 
 _NAME_FILTER = OpenApiParameter("name", str, description="Only versions of this name.")
 _AGAINST = OpenApiParameter(
@@ -110,10 +114,31 @@ class TierConfigVersionViewSet(_VersionViewSet):
     serializer_class = TierConfigVersionSerializer
 
 
+class AdoptFlagsSerializer(serializers.Serializer):
+    node = serializers.PrimaryKeyRelatedField(queryset=Node.objects.all())
+    name = serializers.SlugField(max_length=100, help_text="The launch profile to add a version to")
+
+
 @extend_schema_view(list=extend_schema(parameters=[_NAME_FILTER]))
 class LaunchProfileVersionViewSet(_VersionViewSet):
     model = LaunchProfileVersion
     serializer_class = LaunchProfileVersionSerializer
+
+    @extend_schema(request=AdoptFlagsSerializer, responses={201: LaunchProfileVersionSerializer})
+    @action(detail=False, methods=["post"])
+    def adopt(self, request: Request) -> Response:
+        """Save a node's running engine flags (as its agent reports them) as the next version of
+        a launch profile and make the node want it; the agent takes it without a restart."""
+        body = AdoptFlagsSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        node, name = body.validated_data["node"], body.validated_data["name"]
+        try:
+            version = services.adopt_running_flags(node, name, user=request.user, request=request)
+        except (ConfigError, ValueError) as exc:
+            field = "node" if str(exc).startswith("node:") else "args"
+            raise ValidationError({field: [str(exc)]}) from None
+        data = LaunchProfileVersionSerializer(version, context={"request": request}).data
+        return Response(data, status=status.HTTP_201_CREATED)
 
     @extend_schema(
         responses={(200, "application/yaml"): OpenApiTypes.STR},
