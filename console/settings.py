@@ -39,6 +39,9 @@ class _Config(TypedDict):
     task_time_limit: int
     telemetry_retention_hours: int
     log_level: str
+    git_mirror: str
+    git_mirror_push: str
+    git_mirror_queue: str
 
 
 def _load() -> _Config:

@@ -148,7 +148,7 @@ async def run_sharded(
         async with reporting:
             await asyncio.to_thread(on_progress, progress)
 
-    async def read(i: int) -> dict[str, Any]:
+    async def read(i: int) -> dict[str, Any] | None:
         stream = procs[i].stdout
         assert stream is not None
         result: dict[str, Any] | None = None
@@ -162,6 +162,8 @@ async def run_sharded(
                 result = message["result"]
         await procs[i].wait()
         if result is None:
+            if cancelled and procs[i].returncode == -signal.SIGTERM:
+                return None  # cancelled before it could catch the signal: it sent nothing
             raise RuntimeError(f"load generator shard {i} exited with {procs[i].returncode}")
         return result
 
@@ -178,7 +180,7 @@ async def run_sharded(
 
     watcher = asyncio.create_task(relay_cancel()) if cancel_wait is not None else None
     try:
-        parts = await asyncio.gather(*(read(i) for i in range(len(procs))))
+        reported = await asyncio.gather(*(read(i) for i in range(len(procs))))
     finally:
         if watcher is not None:
             watcher.cancel()
@@ -188,7 +190,8 @@ async def run_sharded(
             if proc.returncode is None:
                 proc.kill()
                 await proc.wait()
-    result = merge(spec, list(parts), cancelled)
+    parts = [part for part in reported if part is not None] or [_nothing_sent(start_at)]
+    result = merge(spec, parts, cancelled)
     if on_progress is not None:
         final = _combine([p for p in latest if p is not None]) if all(latest) else None
         await report(
@@ -201,6 +204,20 @@ async def run_sharded(
             )
         )
     return result
+
+
+def _nothing_sent(start_at: float) -> dict[str, Any]:
+    """The part of a run whose every shard was cancelled before it started."""
+    validity = stats.validity([], loop_lags=[], cpu_s=0.0, wall_s=0.0)
+    validity["receive_times"] = "read"
+    return {
+        "samples": [],
+        "window": [start_at, start_at],
+        "started_at": start_at,
+        "finished_at": time.time(),
+        "validity": validity,
+        "cancelled": True,
+    }
 
 
 def _combine(progress: list[Progress]) -> Progress:

@@ -12,7 +12,7 @@ that kind (docs/protocol.md).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from django.db import transaction
@@ -67,17 +67,18 @@ def _check_kind(kind: str, kinds: Iterable[str] = DESIRED_KINDS) -> None:
         raise FleetError("kind", f"must be one of {', '.join(kinds)}")
 
 
-def _check_not_in_rollout(node: Node) -> None:
-    """A running rollout owns its nodes' desired versions: changing them by hand under it
-    would have it wait for (or restore) the wrong thing."""
-    from console.tuning.rollouts.choices import ACTIVE_STATES
-    from console.tuning.rollouts.models import RolloutNode
+# Why a node's desired versions may not be changed by hand right now, asked of every app that
+# can own them: each check returns the reason or None. The tuning app adds its rollouts' (a
+# running rollout would wait for, or restore, the wrong thing) in its AppConfig.ready, so the
+# dependency stays one way, tuning -> fleet.
+HAND_CHANGE_CHECKS: list[Callable[[Node], str | None]] = []
 
-    busy = RolloutNode.objects.filter(node=node, rollout__state__in=ACTIVE_STATES).first()
-    if busy is not None:
-        raise FleetError(
-            "kind", f"{node.name} is in unfinished rollout #{busy.rollout_id}: abort it first"
-        )
+
+def _check_hand_change(node: Node) -> None:
+    for check in HAND_CHANGE_CHECKS:
+        reason = check(node)
+        if reason is not None:
+            raise FleetError("kind", reason)
 
 
 def unset_desired(node: Node, kind: str, user: Any, request: HttpRequest | None = None) -> Node:
@@ -86,7 +87,7 @@ def unset_desired(node: Node, kind: str, user: Any, request: HttpRequest | None 
     if getattr(node, f"desired_{kind}_id") is None:
         raise FleetError("kind", f"{node.name} desires no {kind.replace('_', ' ')}")
     with transaction.atomic():
-        _check_not_in_rollout(node)
+        _check_hand_change(node)
         clear_desired([node], [kind], user=user, reason="by hand", request=request)
     return node
 

@@ -101,7 +101,7 @@ def _relay(side: Side) -> Iterator[bytes]:
 @require_GET
 @login_required
 @never_cache
-def stream(request: HttpRequest, pk: int, name: str) -> HttpResponse:
+def stream(request: HttpRequest, pk: int, name: str) -> StreamingHttpResponse:
     require_role(request, OPERATOR)
     side = get_object_or_404(
         Side.objects.select_related("comparison", "endpoint"), comparison_id=pk, name=name

@@ -6,7 +6,7 @@ optionally `TIERGATE_GIT_MIRROR_PUSH` (a remote name or URL pushed to after each
 `TIERGATE_GIT_MIRROR_QUEUE` (the Celery queue of the task: with several workers on several
 machines, the one worker started with `-Q celery,QUEUE` holds the repository).
 Creating a version schedules the `tuning.mirror_to_git` Celery task once its transaction
-commits (services.py); the task runs `sync`.
+commits (services.py, tasks.schedule_mirror); the task runs `sync`.
 
 `sync` is idempotent and catches up: every commit carries a `Tiergate-Version: KIND:ID`
 trailer, and a sync commits, in creation order, each version whose trailer the repository does
@@ -164,19 +164,6 @@ def sync(repo: Path, push: str = "") -> list[str]:
     if committed:
         log.info("git mirror %s: committed %s", repo, ", ".join(committed))
     return committed
-
-
-def schedule() -> None:
-    """After a version's transaction commits: have a worker mirror it (when configured). A
-    broker that refuses the message loses nothing: the next sync commits this version too."""
-    if not settings.TIERGATE_GIT_MIRROR:
-        return
-    from console.tuning.tasks import mirror_to_git
-
-    try:
-        mirror_to_git.apply_async(queue=settings.TIERGATE_GIT_MIRROR_QUEUE or None)
-    except Exception:  # the version is stored; only its mirroring waits for the next one
-        log.exception("cannot schedule the git mirror")
 
 
 def sync_configured() -> list[str]:

@@ -16,7 +16,7 @@ from console.audit.choices import Action
 from console.audit.services import record
 from console.fleet.models import Node
 from console.fleet.services import set_desired
-from console.tuning import gitmirror
+from console.tuning import tasks
 from console.tuning.models import LaunchProfileVersion, TierConfigVersion, VersionedDocument
 from console.tuning.vllm_args import LaunchArgs, args_to_dict, validate_args
 from scheduler import config_to_dict, parse_config
@@ -70,7 +70,7 @@ def _create_version(
                     message=message,
                     after={"name": name, "version": obj.version, "message": message, **payload},
                 )
-                transaction.on_commit(gitmirror.schedule)
+                transaction.on_commit(tasks.schedule_mirror)
                 return obj  # type: ignore[no-any-return]
         except IntegrityError:
             if attempt == _ATTEMPTS - 1:

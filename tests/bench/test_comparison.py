@@ -94,9 +94,11 @@ def test_a_verdict_on_100k_samples_is_quick() -> None:
 
     rng = np.random.default_rng(8)
     a, b = rng.exponential(0.1, 100_000), rng.exponential(0.1, 100_000) + 0.002
-    start = time.perf_counter()
+    # This process's CPU time, which other processes' load does not inflate: ~0.05 s here,
+    # where resampling 100k values 1000 times would take tens of seconds.
+    start = time.process_time()
     result = compare_percentile(a, b, 50)
-    assert time.perf_counter() - start < 1.0
+    assert time.process_time() - start < 2.0
     assert result.verdict == "worse"
 
 

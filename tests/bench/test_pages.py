@@ -145,9 +145,9 @@ def test_the_run_page_stays_quick_with_many_samples(plain_endpoint: Any, viewer:
     import time
 
     run = stored_run(plain_endpoint, ttft_scale=0.1, n=20_000)
-    start = time.perf_counter()
+    start = time.process_time()  # this process's CPU: other processes' load does not count
     page = _client(viewer).get(f"/benchmarks/{run.pk}/")
-    elapsed = time.perf_counter() - start
+    cpu_s = time.process_time() - start
     cdf = page.context["figures"]["cdf"]
     assert all(len(trace["x"]) <= 500 for trace in cdf["data"])
-    assert elapsed < 5, elapsed
+    assert cpu_s < 5, cpu_s  # ~1.5 s here (docs/performance.md); per-sample traces took 30+

@@ -60,7 +60,7 @@ def test_cancel_stops_a_running_benchmark_and_keeps_what_completed(
     operator: Any,
     api: Any,
 ) -> None:
-    workload = {"concurrency": 4, "duration_s": 30, "prompt_tokens": 32, "max_tokens": 16}
+    workload = {"concurrency": 4, "duration_s": 120, "prompt_tokens": 32, "max_tokens": 16}
     pk = (
         api(operator)
         .post("/api/v1/benchmarks/", {"endpoint": endpoint.pk, "workload": workload}, format="json")
@@ -77,6 +77,6 @@ def test_cancel_stops_a_running_benchmark_and_keeps_what_completed(
     assert response.status_code == 202 and response.json()["cancel_requested"] is True
     wait_for(lambda: _status(pk) == RunStatus.CANCELLED, 15, "the run to stop")
     run = BenchmarkRun.objects.get(pk=pk)
-    assert run.elapsed_s < 20
+    assert run.elapsed_s < 60  # stopped, not run to its end
     assert RequestSample.objects.filter(run=run).count() == run.summary["overall"]["count"] > 0
     assert api(operator).post(f"/api/v1/benchmarks/{pk}/cancel/").status_code == 409

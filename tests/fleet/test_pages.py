@@ -103,11 +103,6 @@ def test_node_status_card_and_chart_refresh_from_their_own_urls(
         assert browser(viewer).get(f"/fleet/nodes/999999/{path}/").status_code == 404
 
 
-def test_plotly_is_served_locally(viewer: Any) -> None:
-    r = browser(viewer).get("/static/vendor/plotly.min.js")
-    assert r.status_code == 200
-
-
 def test_admin_creates_a_node_and_sees_the_token_once(admin_user: Any) -> None:
     client = browser(admin_user)
     assert client.get("/fleet/nodes/new/").status_code == 200

@@ -13,13 +13,6 @@ from tests.foundation.imports import Graph, cycles, grouped, import_graph
 ROOT = Path(__file__).resolve().parents[2]
 PRODUCT = ("scheduler", "gpu_agent", "loadgen", "console")
 
-# Circles known and being removed elsewhere. Each entry is one strongly connected set of
-# modules, tolerated exactly as it is; any other circle (or this one grown) fails.
-KNOWN_CIRCLES: list[set[str]] = [
-    # Issue 13, helper h14a: run-state transitions move out of services.py, which enqueues.
-    {"console.bench.execution", "console.bench.services", "console.bench.tasks"},
-]
-
 # What each top-level package may import of the project (besides itself).
 MAY_IMPORT = {
     "scheduler": set(),
@@ -46,7 +39,7 @@ def app_of(module: str) -> str:
 
 
 def test_no_module_imports_in_a_circle(graph: Graph) -> None:
-    found = [c for c in cycles(graph) if set(c[:-1]) not in KNOWN_CIRCLES]
+    found = cycles(graph)
     assert not found, "import circles:\n" + "\n".join(" -> ".join(c) for c in found)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from typing import Any
 
@@ -64,16 +65,34 @@ async def test_a_split_run_merges_into_one_result(refserver: Any) -> None:
 
 
 async def test_cancel_reaches_every_process(refserver: Any) -> None:
-    cancel = asyncio.Event()
+    cancel = threading.Event()  # set from the progress callback's thread
+
+    def on_progress(progress: Progress) -> None:
+        if progress.requests_done > 0:  # every shard is running (progress is combined)
+            cancel.set()
+
     started = time.monotonic()
-    task = asyncio.create_task(
+    result = await asyncio.wait_for(
+        run_workload(
+            spec(base_url=refserver.base_url, concurrency=4, duration_s=60, processes=2),
+            on_progress=on_progress,
+            cancel_event=cancel,
+        ),
+        timeout=120,
+    )
+    assert time.monotonic() - started < 60  # stopped: a run to its end takes longer
+    assert result.cancelled and result.samples
+
+
+async def test_a_cancel_before_the_shards_start_ends_the_run_cancelled(refserver: Any) -> None:
+    cancel = asyncio.Event()
+    cancel.set()  # the shards get SIGTERM before they can have set up their handler
+    result = await asyncio.wait_for(
         run_workload(
             spec(base_url=refserver.base_url, concurrency=4, duration_s=60, processes=2),
             cancel_event=cancel,
-        )
+        ),
+        timeout=60,
     )
-    await asyncio.sleep(2.5)
-    cancel.set()
-    result = await asyncio.wait_for(task, timeout=10)
-    assert time.monotonic() - started < 8
-    assert result.cancelled and result.samples
+    assert result.cancelled
+    assert result.summary["overall"]["count"] == len(result.samples)

@@ -67,6 +67,15 @@ def _user(user: Any) -> Any:
     return user if user is not None and getattr(user, "is_authenticated", False) else None
 
 
+def unfinished_rollout_of(node: Node) -> str | None:
+    """Why the node's desired versions may not change by hand (fleet.desired asks this): a
+    running rollout owns them, and would wait for (or restore) the wrong thing."""
+    busy = RolloutNode.objects.filter(node=node, rollout__state__in=ACTIVE_STATES).first()
+    if busy is None:
+        return None
+    return f"{node.name} is in unfinished rollout #{busy.rollout_id}: abort it first"
+
+
 def _check_free(nodes: Sequence[Node]) -> None:
     """A node takes part in one unfinished rollout at a time: two would fight over it.
 
