@@ -10,7 +10,8 @@ pair's runs interleaved A B A B. For each pair the script takes the console's ve
 
 - over runs: `--repeats` runs a side, the t interval over runs (what a series comparison
   shows), with the product's 5% minimum effect and without it (the bare 95% interval);
-- provisional: the first run of each side alone (the within-run bootstrap);
+- provisional: the first run of each side alone (within-run intervals widened by the
+  assumed run-to-run spread, 10%; also shown with 20% and with none);
 - uncontrolled: two back-to-back runs with the same prompts, no reset and no salt (what the
   console did before), per pair.
 
@@ -64,11 +65,18 @@ def arrays(result: RunResult) -> dict[str, np.ndarray]:
     }
 
 
-def verdicts(a: list[RunResult], b: list[RunResult], min_effect_pct: float) -> list[str]:
+def verdicts(
+    a: list[RunResult], b: list[RunResult], min_effect_pct: float, run_cv: float = 0.10
+) -> list[str]:
     va, vb = [arrays(r) for r in a], [arrays(r) for r in b]
     out = [
         compare_percentile_runs(
-            [x[field] for x in va], [x[field] for x in vb], q, key, min_effect_pct=min_effect_pct
+            [x[field] for x in va],
+            [x[field] for x in vb],
+            q,
+            key,
+            min_effect_pct=min_effect_pct,
+            run_cv=run_cv,
         ).verdict
         for key, field, q in METRICS
     ]
@@ -123,6 +131,8 @@ def main() -> None:
         "over runs, 5% minimum effect": [],
         "over runs, bare 95% interval": [],
         "provisional (one run a side)": [],
+        "provisional, assumed run spread 20%": [],
+        "provisional, no assumed run spread": [],
         "uncontrolled (no reset, no salt)": [],
     }
     started = time.time()
@@ -139,6 +149,12 @@ def main() -> None:
                 "over runs, 5% minimum effect": verdicts(side_a, side_b, 5.0),
                 "over runs, bare 95% interval": verdicts(side_a, side_b, 0.0),
                 "provisional (one run a side)": verdicts(side_a[:1], side_b[:1], 5.0),
+                "provisional, assumed run spread 20%": verdicts(
+                    side_a[:1], side_b[:1], 5.0, run_cv=0.20
+                ),
+                "provisional, no assumed run spread": verdicts(
+                    side_a[:1], side_b[:1], 5.0, run_cv=0.0
+                ),
                 "uncontrolled (no reset, no salt)": verdicts([first], [second], 5.0),
             }
             for name, found in results.items():

@@ -135,12 +135,17 @@ def compare_statistic(
 
 
 def with_run_prior(
-    low: float, high: float, delta: float, before: float, after: float
+    low: float,
+    high: float,
+    delta: float,
+    before: float,
+    after: float,
+    run_cv: float = PROVISIONAL_RUN_CV,
 ) -> tuple[float, float]:
     """Widen a within-run interval by run-to-run noise it cannot measure: PROVISIONAL_RUN_CV
     of each side's figure, added in quadrature to each half of the interval."""
     z = float(stats.norm.ppf(0.5 + CONFIDENCE / 2))
-    runs = z * PROVISIONAL_RUN_CV * math.hypot(before, after)
+    runs = z * run_cv * math.hypot(before, after)
     return (
         delta - math.hypot(delta - low, runs),
         delta + math.hypot(high - delta, runs),
@@ -170,6 +175,7 @@ def compare_percentile_runs(
     metric: str,
     *,
     min_effect_pct: float = MIN_EFFECT_PCT,
+    run_cv: float = PROVISIONAL_RUN_CV,
 ) -> RunLevelDelta:
     """The q-th percentile, A's runs against B's (each array one run's values)."""
     a_ok = [r for r in a_runs if r.size >= MIN_SAMPLES]
@@ -182,7 +188,7 @@ def compare_percentile_runs(
             if blocks is not None:  # the wider of the two
                 low, high = min(low, blocks[0]), max(high, blocks[1])
             assert m.after is not None
-            low, high = with_run_prior(low, high, m.delta, m.before, m.after)
+            low, high = with_run_prior(low, high, m.delta, m.before, m.after, run_cv)
             verdict = verdict_of(low, high, m.delta, m.before, False, min_effect_pct)
         return RunLevelDelta(
             metric, m.before, m.after, m.delta, m.delta_pct, low, high, verdict,
