@@ -16,7 +16,8 @@ metric (say TTFT P99 of the online tier) therefore works on run-level statistics
   a run that the bootstrap, taking requests as independent, does not. Neither sees what
   differs between runs, so the interval is widened by an assumed run-to-run spread
   (PROVISIONAL_RUN_CV) and the verdict is provisional, as is any comparison with a
-  one-run side.
+  one-run side. A tail percentile of a short run is its few slowest requests, so it gets no
+  one-run verdict unless TAIL_SAMPLES requests lie beyond it.
 
 A verdict is "better" or "worse" only when the interval excludes zero and the change is at
 least MIN_EFFECT_PCT of A: differences smaller than that are not worth acting on even when
@@ -43,6 +44,8 @@ MIN_BLOCK = 10
 # figure): repeats measure it instead. Simulator runs on a quiet machine vary by a few
 # percent; a loaded client machine or a real engine more (docs/benchmarks.md).
 PROVISIONAL_RUN_CV = 0.10
+# A one-run verdict on a percentile needs this many requests beyond it (P99: 300 requests).
+TAIL_SAMPLES = 3
 WITHIN_RUN = "within one run (bootstrap and batch means) + assumed run-to-run spread"
 T_OVER_RUNS = "t interval over runs"
 
@@ -183,6 +186,12 @@ def compare_percentile_runs(
     if len(a_ok) == 1 and len(b_ok) == 1:
         m = compare_percentile(a_ok[0], b_ok[0], q, metric)
         low, high, verdict = m.ci_low, m.ci_high, m.verdict
+        if min(a_ok[0].size, b_ok[0].size) * (1 - q / 100) < TAIL_SAMPLES:
+            # P99 of 20 requests is their slowest one: one stall decides it. No verdict.
+            return RunLevelDelta(
+                metric, m.before, m.after, m.delta, m.delta_pct, None, None,
+                Verdict.NOT_ENOUGH_DATA, 1, 1, WITHIN_RUN, True,
+            )  # fmt: skip
         if low is not None and high is not None and m.before and m.delta is not None:
             blocks = block_interval(a_ok[0], b_ok[0], q, m.delta)
             if blocks is not None:  # the wider of the two
