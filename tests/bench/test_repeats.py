@@ -61,6 +61,15 @@ def test_a_pair_is_interleaved_and_refused_when_one_node_changed_between_its_run
     order = BenchmarkRun.objects.filter(series__isnull=False).order_by("pk")
     assert list(order.values_list("series_id", flat=True)) == [body["a"]["id"], body["b"]["id"]] * 2
     assert body["compare"] == f"{URL}compare/?a=s{body['a']['id']}&b=s{body['b']['id']}"
+    # Before any of them ran, the comparison says so instead of failing.
+    pending = api(operator).get(body["compare"]).json()
+    assert pending["tiers"] == {} and "A: no finished run to compare yet" in pending["warnings"]
+    client = Client()
+    client.force_login(operator)
+    page = client.get(
+        "/benchmarks/compare/", {"a": f"s{body['a']['id']}", "b": f"s{body['b']['id']}"}
+    )
+    assert page.status_code == 200 and "no finished run to compare yet" in page.content.decode()
 
 
 def test_series_compare_over_runs_and_name_what_is_missing(
