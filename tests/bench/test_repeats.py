@@ -113,7 +113,10 @@ def test_one_click_repeat_on_the_run_page(plain_endpoint: Any, operator: Any) ->
     assert first is not None and answer.status_code == 302
     assert answer["Location"] == f"/benchmarks/{first.pk}/"
     page = client.get(answer["Location"]).content.decode()
-    assert f"a={run.pk}&amp;b={series.ref}" in page
+    assert f"a={run.pk}&amp;b={series.ref}" in page and 'id="cancel-series"' in page
+    assert client.post(f"/benchmarks/series/{series.pk}/cancel/").status_code == 302
+    assert set(series.runs.values_list("status", flat=True)) == {RunStatus.CANCELLED}
+    assert 'id="cancel-series"' not in client.get(answer["Location"]).content.decode()
     other = stored_run(plain_endpoint, ttft_scale=0.1, n=20, seed=4)
     answer = client.post("/benchmarks/compare/repeat/", {"a": run.pk, "b": other.pk})
     assert answer.status_code == 302 and "/benchmarks/compare/?a=s" in answer["Location"]
