@@ -18,8 +18,13 @@ from console.bench.choices import COMPARABLE, RunStatus, Verdict
 from console.bench.comparison import METRICS
 from console.bench.models import BenchmarkRun, RunSeries
 from console.bench.results import Arrays, config_diff, finite, sample_arrays
-from console.bench.verdicts import compare_percentile_runs, compare_statistic, overall_verdict
-from console.core.ids import IdError, parse_id
+from console.bench.verdicts import (
+    compare_percentile_runs,
+    compare_statistic,
+    overall_verdict,
+    per_metric_confidence,
+)
+from console.core.ids import parse_id
 from console.core.tiers import tier_sort_key
 
 THROUGHPUT = ("request_throughput_rps", "output_throughput_tps")
@@ -42,17 +47,28 @@ class Side:
     series: RunSeries | None = None
 
 
+def parse_ref(field: str, raw: str) -> tuple[bool, int]:
+    """(is a series, id) of a side's reference; a malformed id is the one IdError every page
+    and API answers with a 400 naming the field."""
+    if not raw:
+        raise SideError(field, "required: a run id, or s<id> for a series of repeats")
+    is_series = raw[:1] == "s"
+    return is_series, parse_id(raw[1:] if is_series else raw, field)
+
+
+def resolve_all(refs: dict[str, str]) -> dict[str, Side]:
+    """Every side, each reference checked before any is looked up."""
+    parsed = {field: parse_ref(field, raw) for field, raw in refs.items()}
+    return {field: _side(field, raw, *parsed[field]) for field, raw in refs.items()}
+
+
 def resolve(field: str, raw: str) -> Side:
     """A side from its reference; errors name the field."""
-    raw = raw.strip()
+    return _side(field, raw, *parse_ref(field, raw))
+
+
+def _side(field: str, raw: str, is_series: bool, pk: int) -> Side:
     qs = BenchmarkRun.objects.select_related("endpoint")
-    is_series = raw[:1] == "s"
-    try:
-        pk = parse_id(raw[1:] if is_series else raw, field)
-    except IdError:
-        raise SideError(
-            field, "required: a run id, or s<id> for a series of repeats (ASCII digits)"
-        ) from None
     if is_series:
         series = RunSeries.objects.filter(pk=pk).first()
         if series is None:
@@ -86,17 +102,22 @@ def compare_sides(
     )
     tiers = sorted({t for x in (*arrays_a, *arrays_b) for t in x}, key=tier_sort_key)
     result: dict[str, Any] = {}
+    level = per_metric_confidence(len(METRICS) + len(THROUGHPUT))
     for tier in tiers:
         metrics = []
         for key, field, q in METRICS:
             runs_a = [finite(x[tier][field]) for x in arrays_a if tier in x]
             runs_b = [finite(x[tier][field]) for x in arrays_b if tier in x]
-            metrics.append(compare_percentile_runs(runs_a, runs_b, q, key).as_dict())
+            metrics.append(
+                compare_percentile_runs(runs_a, runs_b, q, key, confidence=level).as_dict()
+            )
         for key in THROUGHPUT:
             values_a = _summary_values(a.runs, tier, key)
             values_b = _summary_values(b.runs, tier, key)
             metrics.append(
-                compare_statistic(values_a, values_b, key, higher_is_better=True).as_dict()
+                compare_statistic(
+                    values_a, values_b, key, higher_is_better=True, confidence=level
+                ).as_dict()
             )
         result[tier] = {
             "overall": overall_verdict([m["verdict"] for m in metrics]),
@@ -111,6 +132,7 @@ def compare_sides(
         "side_a": _side_dict(a),
         "side_b": _side_dict(b),
         "provisional": min(len(a.runs), len(b.runs)) < 2,
+        "confidence": level,
         "tiers": result,
         "config_diff": diff,
         "conditions": conditions,
@@ -203,7 +225,7 @@ def warnings(a: Side, b: Side, diff: list[dict[str, Any]]) -> list[str]:
     if a.runs and b.runs and not diff:
         out.append(
             "Both sides have the same configuration and workload: this is an A/A comparison, "
-            "and any better/worse verdict is noise (expected in about 5% of verdicts)."
+            "and any better/worse verdict is noise (expected in under 5% of tiers)."
         )
     for name, side in (("A", a), ("B", b)):
         for run in side.runs:
