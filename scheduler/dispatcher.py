@@ -158,7 +158,7 @@ class Dispatcher:
             self._awaiting -= 1
             flight.tier.awaiting -= 1
             if timed:
-                self.limiter.sample(now - flight.released_at, now)
+                self.limiter.sample(now - flight.released_at, now, flight.tier.name)
 
     def engine_waiting(self, count: int, now: float) -> None:
         """The engine's own waiting-queue length (vLLM's `num_requests_waiting`), when known."""
