@@ -39,13 +39,13 @@ from collections import deque
 
 INITIAL_LIMIT = 16
 HEADROOM = 2.0
-TOLERANCE = 2.0
+TOLERANCE = 3.0
 MIN_GRADIENT = 0.2
 SMOOTHING = 0.5  # share of a saturated round trip's correction applied
 RECENT_WEIGHT = 0.2  # EWMA weight of the newest sample
 BASELINE_WINDOW_S = 30.0
 ENGINE_READING_FRESH_S = 2.5  # the agent scrapes /metrics once a second
-ENGINE_IDLE_WAITING = 0
+ENGINE_IDLE_WAITING = 2  # a reading at or under it: not saturated
 ENGINE_SATURATED_WAITING = 8
 
 

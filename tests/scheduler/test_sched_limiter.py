@@ -129,8 +129,9 @@ def test_when_saturated_the_engine_stays_busy_and_its_queue_short(
     gw, direct, d = both(2 * capacity, slots=slots, prefill_s=prefill_s, decode_s=decode_s)
     assert gw.done >= 0.995 * direct.done
     half = len(gw.engine_queue_samples) // 2
-    assert statistics.mean(gw.engine_queue_samples[half:]) <= 10  # direct: hundreds
-    assert statistics.mean(direct.engine_queue_samples[half:]) > 100
+    gw_queue = statistics.mean(gw.engine_queue_samples[half:])
+    direct_queue = statistics.mean(direct.engine_queue_samples[half:])
+    assert direct_queue > 100 and gw_queue <= min(20, direct_queue / 10)
     assert d.queued > 100  # the backlog is in the gateway, where the tiers order it
 
 
