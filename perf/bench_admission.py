@@ -25,6 +25,7 @@ import asyncio
 import contextlib
 import json
 import os
+import signal
 import statistics
 import sys
 import tempfile
@@ -205,6 +206,11 @@ async def _overload(args: argparse.Namespace) -> dict[str, Any]:
 
     os.sched_setaffinity(0, {CLIENT_CORE})
     tiers = config_to_dict(default_config())
+    if args.queue_depth:
+        # Without a bound the online backlog of a 10x overload (FIFO within the tier) takes
+        # minutes to drain whatever the order between tiers: shed it with 429s instead.
+        for queue in tiers["scheduler"]["queues"].values():
+            queue["max_queue_depth"] = args.queue_depth
     report: dict[str, Any] = {"tier_config": tiers}
     with _stack("sim", 16, tiers, args.time_scale) as (gateway, direct, _pid):
         connector = aiohttp.TCPConnector(limit=0)
@@ -265,8 +271,11 @@ def main() -> int:
     ov = sub.add_parser("overload")
     ov.add_argument("--overload-s", type=float, default=60.0)
     ov.add_argument("--time-scale", type=float, default=4.0, help="simulator wall s per model s")
+    ov.add_argument("--queue-depth", type=int, default=0, help="max_queue_depth of every tier")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
+    # A SIGTERM runs the cleanup too: no engine or gateway is left behind.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     report = asyncio.run(_sweep(args) if args.part == "sweep" else _overload(args))
     report["load_average_end"] = os.getloadavg()
     print(f"load average: {os.getloadavg()}")
