@@ -132,7 +132,15 @@ class Agent:
     def pass_priority(self) -> bool:
         """Send vLLM's `priority` only when the config asks for it and the engine runs the
         priority policy (vLLM refuses a non-zero priority under fcfs): known from the launch
-        flags in managed mode, learnt from the first refusal in attached mode."""
+        flags in managed mode, learnt from the first refusal in attached mode. The dispatcher
+        follows it: only an engine that orders by priority lets urgent requests overtake the
+        less urgent ones awaiting their first token there (DESIGN.md 3.2)."""
+        value = self._engine_orders_by_priority()
+        if self.driver.dispatcher.engine_priority != value:
+            self.driver.dispatcher.engine_priority = value
+        return value
+
+    def _engine_orders_by_priority(self) -> bool:
         if not self.config.scheduler.admission.pass_priority or self.engine_refuses_priority:
             return False
         if self.supervisor is not None:

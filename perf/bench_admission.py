@@ -12,10 +12,13 @@ simulator with `--max-num-seqs 8`, 64 output tokens. Capacity is measured first 
 closed loop). Per step: finished requests through the gateway / direct (throughput ratio;
 unfinished ones are those still queued 2 s after the last send) and added TTFT p50 / p99.
 
-overload: the simulator (`--max-num-seqs 16`, priority policy) behind the gateway and a second
-one direct, the tier mix 70/20/10; 10 s at half the capacity, `--overload-s` at 10x, then 30 s
-at half again. Reported per second after the overload: online TTFT p50, gateway against
-direct, and the time until online TTFT p50 is back within 2x (+25 ms) of its level before.
+overload: the simulator (`--max-num-seqs 16`, priority policy, `--time-scale`) behind the
+gateway and a second one direct, the tier mix 70/20/10; 10 s at half the capacity,
+`--overload-s` at 10x, then 30 s at half again; `--queue-depth N` gives every tier a
+`max_queue_depth` (the seed has none: a 10x overload's online backlog, FIFO within the tier,
+then takes minutes to drain whatever the order between tiers). Reported per second after the
+overload: online TTFT p50, gateway against direct, and the time until online TTFT p50 is back
+within 2x (+25 ms) of its level before.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import asyncio
 import contextlib
 import json
 import os
+import signal
 import statistics
 import sys
 import tempfile
@@ -49,6 +53,7 @@ from scheduler import config_to_dict, default_config
 ROOT = Path(__file__).resolve().parent.parent
 STEPS = (0.25, 0.5, 0.75, 1.0, 1.5, 2.0)
 TIERS = {"online": 0.7, "batch": 0.2, "offline": 0.1}
+NODE_TOKEN = "tgn_bench_admission_0123456789abcdef0123456789"  # loopback, one run
 _PENDING: set[asyncio.Task[None]] = set()  # overload requests still open at the end
 
 
@@ -79,7 +84,7 @@ def _stack(
         gateway = [sys.executable, "-m", "gpu_agent", "--engine-url", urls[0],
                    "--listen", f"127.0.0.1:{ports[2]}", "--log-level", "warning",
                    "--tier-config", f"{tmp}/tiers.json", "--keys", f"{tmp}/keys.json",
-                   "--state-dir", f"{tmp}/state"]  # fmt: skip
+                   "--state-dir", f"{tmp}/state", "--node-token", NODE_TOKEN]  # fmt: skip
         proc = stack.enter_context(_process(gateway, GATEWAY_CORE, urls[2] + "/health"))
         time.sleep(1.5)  # the agent learns the model list from its first telemetry tick
         yield urls[2], urls[1], proc.pid
@@ -134,7 +139,10 @@ async def _sweep(args: argparse.Namespace) -> dict[str, Any]:
                 rate = factor * capacity
                 r = await _open_loop(session, [gw, dr], rate, args.duration, body=body)
                 g, d = r[gw], r[dr]
-                async with session.get(gateway + "/agent/v1/status") as resp:
+                status_headers = {"Authorization": f"Bearer {NODE_TOKEN}"}
+                async with session.get(
+                    gateway + "/agent/v1/status", headers=status_headers
+                ) as resp:
                     status = await resp.json()
                 row = {
                     "factor": factor,
@@ -205,6 +213,11 @@ async def _overload(args: argparse.Namespace) -> dict[str, Any]:
 
     os.sched_setaffinity(0, {CLIENT_CORE})
     tiers = config_to_dict(default_config())
+    if args.queue_depth:
+        # Without a bound the online backlog of a 10x overload (FIFO within the tier) takes
+        # minutes to drain whatever the order between tiers: shed it with 429s instead.
+        for queue in tiers["scheduler"]["queues"].values():
+            queue["max_queue_depth"] = args.queue_depth
     report: dict[str, Any] = {"tier_config": tiers}
     with _stack("sim", 16, tiers, args.time_scale) as (gateway, direct, _pid):
         connector = aiohttp.TCPConnector(limit=0)
@@ -265,8 +278,11 @@ def main() -> int:
     ov = sub.add_parser("overload")
     ov.add_argument("--overload-s", type=float, default=60.0)
     ov.add_argument("--time-scale", type=float, default=4.0, help="simulator wall s per model s")
+    ov.add_argument("--queue-depth", type=int, default=0, help="max_queue_depth of every tier")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
+    # A SIGTERM runs the cleanup too: no engine or gateway is left behind.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     report = asyncio.run(_sweep(args) if args.part == "sweep" else _overload(args))
     report["load_average_end"] = os.getloadavg()
     print(f"load average: {os.getloadavg()}")

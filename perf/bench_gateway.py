@@ -30,6 +30,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -70,6 +71,7 @@ def _frame(delta: str) -> bytes:
 _FRAME = _frame("content")
 _DONE = b"data: [DONE]\n\n"
 _END = b"%x\r\n%s\r\n0\r\n\r\n" % (len(_DONE), _DONE)
+_FIRST_TOKEN = re.compile(rb'"content": ?"[^"]')
 _HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
 
 
@@ -262,7 +264,9 @@ async def _one(
                 await response.read()
                 return None, False
             async for chunk in response.content.iter_any():
-                if ttft is None:
+                # The first token, not the first byte: vLLM and the simulator send a role-only
+                # chunk at once, before the request even reaches a batch.
+                if ttft is None and _FIRST_TOKEN.search(chunk):
                     ttft = time.perf_counter() - t0
                 tail = chunk
     except Exception:

@@ -4,7 +4,9 @@ Nothing here reads a clock or does I/O: every call takes `now` (float seconds, m
 the rules can be tested to the microsecond without sleeping.
 
 The release rule, each time `poll` runs, while a slot is free (in-flight under `max_in_flight`
-and awaiting-first-token under its limit, scheduler/limiter.py):
+and awaiting-first-token under its limit, scheduler/limiter.py; with `pass_priority` the
+engine's priority queue lets a more urgent request overtake the less urgent ones waiting
+there, so only awaiting requests of tiers at least as urgent count against a tier's release):
 1. the starvation bound: a tier with queued requests whose share of the last `SHARE_WINDOW`
    released requests is under `admission.min_share` is owed; the most urgent owed tier
    releases its oldest request;
@@ -76,6 +78,7 @@ class Dispatcher:
         # Tier names of the last SHARE_WINDOW released requests, and how many each holds.
         self._share_window: deque[str] = deque()
         self._share_counts: dict[str, int] = {}
+        self._limit = 1  # the awaiting limit of the poll in progress
         self.limiter = AwaitingLimit(None, self._default_max_in_flight)
         self._apply(config)
 
@@ -90,6 +93,11 @@ class Dispatcher:
         self.limiter.set_ceiling(self.max_in_flight)
         self.reserved = min(admission.reserved_slots, self.max_in_flight - 1)
         self.min_share = float(admission.min_share)
+        # vLLM's priority queue orders what waits inside the engine: a less urgent request
+        # awaiting its first token there does not delay a more urgent one, so it does not count
+        # against the more urgent tier's awaiting limit (the agent turns this off when the
+        # engine refuses `priority`).
+        self.engine_priority = admission.pass_priority
         tiers: dict[str, TierQueue] = {}
         for rank, name in enumerate(config.tiers_by_urgency()):
             old = self._tiers.get(name)
@@ -158,7 +166,7 @@ class Dispatcher:
             self._awaiting -= 1
             flight.tier.awaiting -= 1
             if timed:
-                self.limiter.sample(now - flight.released_at, now)
+                self.limiter.sample(now - flight.released_at, now, flight.tier.name)
 
     def engine_waiting(self, count: int, now: float) -> None:
         """The engine's own waiting-queue length (vLLM's `num_requests_waiting`), when known."""
@@ -206,8 +214,8 @@ class Dispatcher:
             if tier.timeout_s is not None and tier.depth:
                 self._expire(tier, now, rejected)
         flight = self._flight
-        limit = self.limiter.value
-        while self._queued and len(flight) < self.max_in_flight and self._awaiting < limit:
+        limit = self._limit = self.limiter.value
+        while self._queued and len(flight) < self.max_in_flight:
             owed = self._owed_tier()
             if owed is not None:
                 self._release(owed, 1, now, released)
@@ -217,15 +225,22 @@ class Dispatcher:
             if chosen is None:
                 break  # only reserved slots are left and only less urgent tiers wait
             cap = self.max_in_flight - (self.reserved if chosen.rank else 0)
-            room = min(cap - len(flight), limit - self._awaiting, chosen.max_batch)
+            room = min(cap - len(flight), limit - self._awaiting_upto(chosen), chosen.max_batch)
             self._release(chosen, room, now, released)
-        if self._queued and len(flight) < self.max_in_flight and self._awaiting >= limit:
-            self.limiter.held_back()
+        if self._queued and len(flight) < self.max_in_flight:
+            self.limiter.held_back()  # something waits and only the awaiting limit stops it
         return PollResult(released, rejected, self._next_wakeup(now), promoted)
 
     def _has_room(self, tier: TierQueue) -> bool:
         cap = self.max_in_flight - (self.reserved if tier.rank else 0)
-        return len(self._flight) < cap
+        return len(self._flight) < cap and self._awaiting_upto(tier) < self._limit
+
+    def _awaiting_upto(self, tier: TierQueue) -> int:
+        """Awaiting requests that count against `tier`'s release: all of them, or with the
+        engine ordering by priority only those of tiers at least as urgent."""
+        if not self.engine_priority:
+            return self._awaiting
+        return sum(t.awaiting for t in self._order[: tier.rank + 1])
 
     def _owed_tier(self, besides: TierQueue | None = None) -> TierQueue | None:
         """The most urgent tier with queued requests and a free slot whose share of the recent
@@ -311,6 +326,8 @@ class Dispatcher:
                 out.append(req)
                 waits.append(now - entry.arrived)
                 self._count_release(tier.name)
+                self._awaiting += 1
+                tier.awaiting += 1
                 taken += 1
                 tokens += entry.tokens
                 prompt_sum += req.prompt_tokens
@@ -318,9 +335,7 @@ class Dispatcher:
                     longest = req.prompt_tokens
             if full or taken >= room:
                 break
-        self._awaiting += taken
         tier.in_flight += taken
-        tier.awaiting += taken
         padding = 0.0 if longest == 0 else 1.0 - prompt_sum / (taken * longest)
         tier.record_release(now, taken, padding)
         self._recent.append((tier.name, now, taken, tokens, padding))

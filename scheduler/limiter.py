@@ -10,11 +10,12 @@ The rule, in the spirit of gradient and Vegas-style concurrency limiters, fed on
 the gateway sees:
 
 - a sample is the first-token latency of a released request (release -> first token), i.e.
-  the time it spent in the engine's queue plus its prefill;
-- `baseline` = the smallest sample of the last `BASELINE_WINDOW_S` seconds: the engine's
-  no-queue first-token latency (some requests always find a free slot while the engine's
-  queue is short, so the minimum stays honest under load);
-- `recent` = an exponentially weighted mean of the samples;
+  the time it spent in the engine's queue plus its prefill. Samples are compared per tier
+  (like with like: a tier's prompts have their own prefill cost);
+- `baseline` = the tier's smallest sample of the last `BASELINE_WINDOW_S` seconds: the
+  engine's no-queue first-token latency (some requests always find a free slot while the
+  engine's queue is short, so the minimum stays honest under load);
+- `recent` = an exponentially weighted mean of the tier's samples;
 - gradient = clamp(TOLERANCE * baseline / recent, MIN_GRADIENT, 1). Near 1: no queue builds
   in the engine. Below 1: requests queue in the engine, the engine is saturated;
 - not saturated, and the limit held a request back since the last sample: the limit grows by
@@ -23,11 +24,11 @@ the gateway sees:
 - saturated: limit <- limit * gradient + HEADROOM, smoothed. At equilibrium that leaves about
   HEADROOM + TOLERANCE x (slots the engine frees per no-queue TTFT) awaiting: the engine's queue
   is never empty (throughput) but short (the order stays the gateway's);
-- the engine's own `vllm:num_requests_waiting`, when its /metrics are scraped (once a second):
-  a reading of at most `ENGINE_IDLE_WAITING` while the limit holds requests back means the
-  engine has no queue, whatever the latencies say (a CPU-starved gateway sees first tokens
-  late), so the next sample grows the limit by a quarter; a fresh reading above
-  `ENGINE_SATURATED_WAITING` means it is saturated, so the limit does not grow.
+- the engine's own `vllm:num_requests_waiting`, when its /metrics are scraped (once a
+  second), overrides the latency test while fresh: a reading of at most `ENGINE_IDLE_WAITING`
+  means the engine has no queue, so a rise in latency is not queueing there (a CPU-starved
+  gateway sees first tokens late) and the limit is not cut, and grows while it holds requests
+  back; a reading above `ENGINE_SATURATED_WAITING` means it is saturated: no growth.
 
 Pure and deterministic: every input carries `now`; nothing reads a clock.
 """
@@ -38,44 +39,73 @@ from collections import deque
 
 INITIAL_LIMIT = 16
 HEADROOM = 2.0
-TOLERANCE = 2.0
+TOLERANCE = 3.0
 MIN_GRADIENT = 0.2
 SMOOTHING = 0.5  # share of a saturated round trip's correction applied
 RECENT_WEIGHT = 0.2  # EWMA weight of the newest sample
 BASELINE_WINDOW_S = 30.0
-ENGINE_READING_FRESH_S = 3.0  # the agent scrapes /metrics once a second
-ENGINE_IDLE_WAITING = 0
+ENGINE_READING_FRESH_S = 2.5  # the agent scrapes /metrics once a second
+ENGINE_IDLE_WAITING = 2  # a reading at or under it: not saturated
 ENGINE_SATURATED_WAITING = 8
+
+
+class LatencyTrack:
+    """One tier's first-token latencies: the windowed minimum and a weighted mean."""
+
+    __slots__ = ("_window", "recent_s")
+
+    def __init__(self) -> None:
+        # Monotonic deque of (time, latency): increasing latencies, so the head is the minimum.
+        self._window: deque[tuple[float, float]] = deque()
+        self.recent_s: float | None = None
+
+    def add(self, latency_s: float, now: float) -> None:
+        window = self._window
+        while window and window[-1][1] >= latency_s:
+            window.pop()
+        window.append((now, latency_s))
+        if self.recent_s is None:
+            self.recent_s = latency_s
+        else:
+            self.recent_s += RECENT_WEIGHT * (latency_s - self.recent_s)
+
+    def baseline_s(self, now: float) -> float | None:
+        window = self._window
+        # Keep the newest sample even when old: a quiet spell must not forget the baseline.
+        while len(window) > 1 and window[0][0] < now - BASELINE_WINDOW_S:
+            window.popleft()
+        return window[0][1] if window else None
+
+    def gradient(self, now: float) -> float:
+        base = self.baseline_s(now)
+        if base is None or self.recent_s is None or self.recent_s <= 0:
+            return 1.0
+        return max(MIN_GRADIENT, min(1.0, TOLERANCE * base / self.recent_s))
 
 
 class AwaitingLimit:
     """The current limit (`value`) on in-flight requests awaiting their first token."""
 
     __slots__ = (
-        "_baseline",
         "_engine_at",
-        "_engine_unread",
         "_engine_waiting",
         "_held_back",
         "_limit",
         "_since_cut",
+        "_tracks",
         "ceiling",
         "fixed",
-        "recent_s",
     )
 
     def __init__(self, fixed: int | None, ceiling: int) -> None:
         self.fixed = fixed
         self.ceiling = max(1, ceiling)
         self._limit = float(INITIAL_LIMIT)  # `value` clamps it to the ceiling
-        # Monotonic deque of (time, latency): increasing latencies, so the head is the minimum.
-        self._baseline: deque[tuple[float, float]] = deque()
-        self.recent_s: float | None = None
+        self._tracks: dict[str, LatencyTrack] = {}
         self._held_back = False
         self._since_cut = 0  # samples since the limit was last cut: one cut per round trip
         self._engine_waiting: int | None = None
         self._engine_at = 0.0
-        self._engine_unread = False
 
     @property
     def adaptive(self) -> bool:
@@ -91,9 +121,14 @@ class AwaitingLimit:
         """`max_in_flight` changed (reconfigure): the limit never exceeds it."""
         self.ceiling = max(1, ceiling)
 
-    def baseline_s(self, now: float) -> float | None:
-        self._expire(now)
-        return self._baseline[0][1] if self._baseline else None
+    def latencies(self, now: float) -> tuple[float | None, float | None]:
+        """(baseline, recent) of the tier with the lowest baseline, for stats."""
+        best: tuple[float | None, float | None] = (None, None)
+        for track in self._tracks.values():
+            base = track.baseline_s(now)
+            if base is not None and (best[0] is None or base < best[0]):
+                best = (base, track.recent_s)
+        return best
 
     def held_back(self) -> None:
         """The dispatcher kept a request queued because the limit was reached."""
@@ -103,38 +138,28 @@ class AwaitingLimit:
         """The engine's own waiting-queue length, from its /metrics."""
         self._engine_waiting = count
         self._engine_at = now
-        self._engine_unread = True
 
     @property
     def engine_reading(self) -> int | None:
         return self._engine_waiting
 
-    def sample(self, latency_s: float, now: float) -> None:
-        """A released request's first token came `latency_s` after its release."""
+    def sample(self, latency_s: float, now: float, key: str = "") -> None:
+        """A released request of tier `key` had its first token `latency_s` after release."""
         if latency_s < 0:
             return
-        baseline = self._baseline
-        while baseline and baseline[-1][1] >= latency_s:
-            baseline.pop()
-        baseline.append((now, latency_s))
-        self._expire(now)
-        if self.recent_s is None:
-            self.recent_s = latency_s
-        else:
-            self.recent_s += RECENT_WEIGHT * (latency_s - self.recent_s)
+        track = self._tracks.get(key)
+        if track is None:
+            track = self._tracks[key] = LatencyTrack()
+        track.add(latency_s, now)
         if self.fixed is not None:
             return
         held_back, self._held_back = self._held_back, False
         fresh = now - self._engine_at <= ENGINE_READING_FRESH_S
         engine = self._engine_waiting if fresh else None
-        idle_reading = self._engine_unread and engine is not None and engine <= ENGINE_IDLE_WAITING
-        self._engine_unread = False
-        if held_back and idle_reading:
-            # One reading, one step: the engine had no queue while we held requests back.
-            grown = min(self._limit, self.ceiling) * 1.25 + 1.0
-            self._limit = min(float(self.ceiling), grown)
-            return
-        gradient = self.gradient(now)
+        if engine is not None and engine <= ENGINE_IDLE_WAITING:
+            gradient = 1.0  # the engine has no queue: late first tokens are not queueing there
+        else:
+            gradient = track.gradient(now)
         if gradient >= 1.0:
             if held_back and (engine is None or engine <= ENGINE_SATURATED_WAITING):
                 self._limit = min(float(self.ceiling), min(self._limit, self.ceiling) + 1.0)
@@ -147,15 +172,3 @@ class AwaitingLimit:
         if target < self._limit:
             self._limit = max(1.0, self._limit + SMOOTHING * (target - self._limit))
             self._since_cut = 0
-
-    def gradient(self, now: float) -> float:
-        base = self.baseline_s(now)
-        if base is None or self.recent_s is None or self.recent_s <= 0:
-            return 1.0
-        return max(MIN_GRADIENT, min(1.0, TOLERANCE * base / self.recent_s))
-
-    def _expire(self, now: float) -> None:
-        baseline = self._baseline
-        # Keep the newest sample even when old: a quiet spell must not forget the baseline.
-        while len(baseline) > 1 and baseline[0][0] < now - BASELINE_WINDOW_S:
-            baseline.popleft()

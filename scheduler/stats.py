@@ -116,6 +116,7 @@ def scheduler_stats(
 ) -> SchedulerStats:
     counts = shares or {}
     window = sum(counts.values())
+    baseline_s, recent_s = limiter.latencies(now) if limiter is not None else (None, None)
     return SchedulerStats(
         now=now,
         in_flight=in_flight,
@@ -145,7 +146,7 @@ def scheduler_stats(
         },
         recent_releases=[ReleaseRecord(*r) for r in recent],
         awaiting_limit_adaptive=limiter is not None and limiter.adaptive,
-        first_token_baseline_s=limiter.baseline_s(now) if limiter is not None else None,
-        first_token_recent_s=limiter.recent_s if limiter is not None else None,
+        first_token_baseline_s=baseline_s,
+        first_token_recent_s=recent_s,
         engine_waiting=limiter.engine_reading if limiter is not None else None,
     )

@@ -71,17 +71,35 @@ def test_queueing_in_the_engine_cuts_the_limit() -> None:
 def test_an_idle_engine_reading_grows_the_limit_despite_late_first_tokens() -> None:
     limit = AwaitingLimit(None, ceiling=256)
     limit.sample(0.02, 0.0)
-    for i in range(40):
+    for i in range(400):
         limit.held_back()
-        limit.sample(0.5, 0.01 * i)  # a CPU-starved gateway sees first tokens late
+        limit.sample(0.5, 0.001 * i)  # a CPU-starved gateway sees first tokens late
     low = limit.value
-    limit.engine_waiting(0, 0.5)
-    limit.held_back()
-    limit.sample(0.5, 0.51)
-    assert limit.value > low
-    limit.held_back()
-    limit.sample(0.5, 0.52)  # one reading, one step
-    assert limit.value <= low * 1.25 + 1 + 1
+    assert low < INITIAL_LIMIT
+    limit.engine_waiting(0, 0.5)  # ... but the engine says it has no queue
+    for i in range(10):
+        limit.held_back()
+        limit.sample(0.5, 0.5 + 0.01 * i)
+    assert limit.value == low + 10
+    limit.engine_waiting(3, 1.5)  # a queue: the latency test applies again
+    for i in range(400):
+        limit.held_back()
+        limit.sample(0.5, 1.5 + 0.001 * i)
+    assert limit.value < low + 10
+    for i in range(10):  # no reading for a while: latency alone
+        limit.held_back()
+        limit.sample(0.5, 5.0 + 0.01 * i)
+    assert limit.value < low + 10
+
+
+def test_latency_is_compared_within_a_tier() -> None:
+    # Offline prompts take 8x the prefill of online ones: that is no queueing.
+    limit = AwaitingLimit(None, ceiling=256)
+    for i in range(1000):
+        limit.held_back()
+        tier, latency = ("offline", 0.16) if i % 3 == 0 else ("online", 0.02)
+        limit.sample(latency, i * 0.005, tier)
+    assert limit.value > 200
 
 
 def test_below_saturation_the_gateway_holds_nothing_back() -> None:
@@ -111,8 +129,9 @@ def test_when_saturated_the_engine_stays_busy_and_its_queue_short(
     gw, direct, d = both(2 * capacity, slots=slots, prefill_s=prefill_s, decode_s=decode_s)
     assert gw.done >= 0.995 * direct.done
     half = len(gw.engine_queue_samples) // 2
-    assert statistics.mean(gw.engine_queue_samples[half:]) <= 10  # direct: hundreds
-    assert statistics.mean(direct.engine_queue_samples[half:]) > 100
+    gw_queue = statistics.mean(gw.engine_queue_samples[half:])
+    direct_queue = statistics.mean(direct.engine_queue_samples[half:])
+    assert direct_queue > 100 and gw_queue <= min(20, direct_queue / 10)
     assert d.queued > 100  # the backlog is in the gateway, where the tiers order it
 
 

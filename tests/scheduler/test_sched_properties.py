@@ -47,6 +47,7 @@ def configs(draw: st.DrawFn) -> TierConfig:
     }
     if draw(st.booleans()):  # else adapted by the limiter
         admission["max_awaiting_first_token"] = draw(st.integers(1, 4))
+    admission["pass_priority"] = draw(st.booleans())
     doc = {
         "scheduler": {
             "queues": queues,
@@ -97,6 +98,8 @@ class Model:
     config: TierConfig
     queued: dict[str, Queued] = field(default_factory=dict)
     flight: dict[str, bool] = field(default_factory=dict)  # id -> still awaiting first token
+    flight_tier: dict[str, str] = field(default_factory=dict)
+    limit: int = 1  # the dispatcher's awaiting limit during the poll being checked
     outcome: dict[str, str] = field(default_factory=dict)
     seq: int = 0
     window: deque[str] = field(default_factory=lambda: deque(maxlen=SHARE_WINDOW))
@@ -127,13 +130,26 @@ class Model:
             or now >= min(q.arrived for q in pending) + wait
         )
 
+    def awaiting_upto(self, tier: str) -> int:
+        """Awaiting requests counted against a release from `tier`: with the engine ordering
+        by priority, only those of tiers at least as urgent."""
+        queues = self.config.scheduler.queues
+        if not self.config.scheduler.admission.pass_priority:
+            return self.awaiting()
+        prio = queues[tier].priority
+        return sum(
+            1
+            for rid, aw in self.flight.items()
+            if aw and queues[self.flight_tier[rid]].priority <= prio
+        )
+
     def eligible(self, tier: str, in_flight: int) -> bool:
-        """May `tier` take a slot with `in_flight` taken (reserved slots aside)?"""
+        """May `tier` take a slot now, with `in_flight` taken?"""
         admission = self.config.scheduler.admission
         assert admission.max_in_flight is not None
         most_urgent = self.config.tiers_by_urgency()[0]
         cap = admission.max_in_flight - (0 if tier == most_urgent else admission.reserved_slots)
-        return in_flight < cap
+        return in_flight < cap and self.awaiting_upto(tier) < self.limit
 
     def owed(self, in_flight: int, pending: dict[str, list[Queued]]) -> list[str]:
         """Tiers owed their minimum share now, most urgent first."""
@@ -168,7 +184,7 @@ def check_poll(d: Dispatcher, m: Model, now: float) -> None:
         for t in queues
     }
     in_flight_before = len(m.flight)
-    limit = d.max_awaiting
+    limit = m.limit = d.max_awaiting
     fixed = admission.max_awaiting_first_token
     assert limit == fixed if fixed is not None else 1 <= limit <= admission.max_in_flight
     result = d.poll(now)
@@ -205,10 +221,12 @@ def check_poll(d: Dispatcher, m: Model, now: float) -> None:
         del m.queued[r.id]
         released.append((q, r.id in promoted))
         m.flight[r.id] = True
+        m.flight_tier[r.id] = q.tier
         m.outcome[r.id] = "released"
     if result.released:  # a lower cap from reconfigure holds releases until under it
         assert len(m.flight) <= admission.max_in_flight
-        assert m.awaiting() <= limit
+        if not admission.pass_priority:
+            assert m.awaiting() <= limit
     for q, _ in released:  # FIFO within tier and length group
         group = m.group(q.tier, q.prompt)
         assert not any(
@@ -216,7 +234,7 @@ def check_poll(d: Dispatcher, m: Model, now: float) -> None:
             for o in m.queued.values()
         )
     # Work conservation: a request is left waiting only when no slot is free for its tier.
-    if m.queued and len(m.flight) < admission.max_in_flight and m.awaiting() < limit:
+    if m.queued and len(m.flight) < admission.max_in_flight:
         for q in m.queued.values():
             assert not m.eligible(q.tier, len(m.flight)), f"{q.tier} waits beside a free slot"
     for tier in queues:
@@ -303,6 +321,9 @@ def test_dispatcher_invariants(cfgs: list[TierConfig], steps: list[tuple[Any, ..
             for q in m.queued.values():
                 if q.tier not in new.scheduler.queues:
                     q.tier = fallback
+            for rid, tier in m.flight_tier.items():
+                if tier not in new.scheduler.queues:
+                    m.flight_tier[rid] = fallback
             m.config = new
             for rid in m.queued:
                 assert d.tier_of(rid) == m.queued[rid].tier

@@ -383,3 +383,20 @@ def test_a_promoted_request_is_reported_for_the_engine_priority() -> None:
     d.complete(holder, 0.02)
     result = d.poll(0.02)
     assert ids(result.released) == ["off"] and result.promoted == ["off"]
+
+
+@pytest.mark.parametrize("engine_priority", [True, False])
+def test_less_urgent_requests_awaiting_in_a_priority_engine_do_not_block_urgent_ones(
+    engine_priority: bool,
+) -> None:
+    config = make_config(
+        admission={"max_awaiting_first_token": 2, "pass_priority": engine_priority, **STRICT}
+    )
+    d = Dispatcher(config)
+    d.arrive(req("b1", "batch"), 0.0)
+    d.arrive(req("b2", "batch"), 0.0)
+    assert ids(d.poll(0.0).released) == ["b1", "b2"]  # both wait in the engine's queue
+    d.arrive(req("o1"), 0.01)
+    d.arrive(req("b3", "batch"), 0.01)
+    # The engine would start o1 before b1 and b2: holding it back only adds delay.
+    assert ids(d.poll(0.01).released) == (["o1"] if engine_priority else [])
