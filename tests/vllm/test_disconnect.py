@@ -29,11 +29,12 @@ def test_a_client_disconnect_aborts_the_request_in_vllm(
         client.stream("POST", gateway.url + "/v1/completions", json=body, headers=AUTH) as response,
     ):
         assert response.status_code == 200
+        # Kept in a variable: a `for` loop left by `break` drops its iterator, and httpx closes
+        # the connection then, before the test looks.
+        lines = response.iter_lines()
         chunks = 0
-        for line in response.iter_lines():
-            chunks += line.startswith("data: ")
-            if chunks >= 5:
-                break
+        while chunks < 5:
+            chunks += next(lines).startswith("data: ")
         # vLLM refreshes its gauges once per logging interval, not per token.
         wait_for(
             lambda: vllm_priority.samples()["vllm:num_requests_running"] == 1,
