@@ -18,8 +18,10 @@ sweep against the FCFS engine finds first (search.find_saturation), unless `--ra
 tools/vllm_env.py, `make vllm-env`; engine pinned to core 0, gateway and client on the rest)
 instead of the simulator. Each vLLM takes minutes to start, so its saturation point comes from
 the closed-loop probe alone (no Poisson sweep), and the search is better left out
-(`--no-search`); outputs are decoded greedily, so a prompt's output length is the same in
-every arm.
+(`--no-search`). The tiny model's outputs are sampled (greedy decoding repeats one byte-level
+token whose text is empty, so no delta would carry text and no TTFT could be timed); a drawn
+EOS (about 1 in 500 tokens) may end a request early, so output lengths differ slightly
+between arms, which the table's output tokens per second show.
 Outputs: a Markdown table on stdout, the whole record (every arm, tier, sweep step and search
 trial) as JSON. `python manage.py headline` runs the same and stores each arm as a benchmark
 run (console/bench/management/commands/headline.py).

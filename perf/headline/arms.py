@@ -175,9 +175,6 @@ def run_arm(
                 seed=setup.seed,
                 api_key=GATEWAY_KEY if arm.via_gateway else None,
                 tier_priority=TIER_PRIORITY if arm.send_priority else None,
-                # A real model's output length is its own: greedy decoding makes it the same
-                # for a prompt in every arm (the simulator is told its lengths instead).
-                temperature=None if simulated else 0.0,
             )
             gpu0 = telemetry.sim_gpu(engine_url) if simulated else {}
             counters0 = telemetry.engine_counters(engine_url)

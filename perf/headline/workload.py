@@ -133,7 +133,6 @@ def arm_spec(
     api_key: str | None = None,
     tier_priority: dict[str, int] | None = None,
     concurrency: int | None = None,
-    temperature: float | None = None,
 ) -> WorkloadSpec:
     return WorkloadSpec(
         base_url=base_url + "/v1",
@@ -147,6 +146,5 @@ def arm_spec(
         prompts_file=str(prompts_file),
         seed=seed,
         tier_priority=dict(tier_priority or {}),
-        temperature=temperature,
         timeout_s=300.0,
     )
