@@ -42,8 +42,7 @@ def test_a_profile_whose_engine_fails_to_start_is_rolled_back_with_the_engines_e
     part = rollout.nodes.get()
     assert part.prev_launch_profile_id == good.pk
     assert (
-        "engine exited" in part.error
-        and "--sim-time-scale must be a positive number" in part.error
+        "engine exited" in part.error and "--sim-time-scale must be a positive number" in part.error
     )
     node.refresh_from_db()
     assert node.desired_launch_profile_id == good.pk and node.applied_launch_profile_id == good.pk
