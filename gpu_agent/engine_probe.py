@@ -87,7 +87,12 @@ def option_table(parser: argparse.ArgumentParser) -> list[dict[str, Any]]:
 
 def describe(engine: str) -> dict[str, Any]:
     parser, version = _engine_parser(engine)
-    return {"engine": engine, "version": version, "options": option_table(parser)}
+    return {
+        "engine": engine,
+        "version": version,
+        "allow_abbrev": parser.allow_abbrev,  # whether `--max-num-s` stands for `--max-num-seqs`
+        "options": option_table(parser),
+    }
 
 
 def check(engine: str, args: list[str]) -> dict[str, Any]:

@@ -63,6 +63,7 @@ class EngineReportIn(_In):
 
     engine: str = Field(default="", max_length=20)
     version: str | None = Field(default=None, max_length=100)
+    allow_abbrev: bool = True
     options: list[EngineOptionIn] = Field(default_factory=list, max_length=2000)
     error: _text(2000) | None = None  # type: ignore[valid-type]
     python: str | None = Field(default=None, max_length=300)

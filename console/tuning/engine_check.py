@@ -43,7 +43,9 @@ class _Replica(argparse.ArgumentParser):
 
 
 def replica_parser(report: Mapping[str, Any]) -> argparse.ArgumentParser:
-    parser = _Replica(prog="vllm serve", add_help=False, allow_abbrev=False)
+    parser = _Replica(
+        prog="vllm serve", add_help=False, allow_abbrev=bool(report.get("allow_abbrev", True))
+    )
     for option in report.get("options") or []:
         flags = list(option.get("flags") or [])
         kind = option.get("kind")

@@ -2,6 +2,7 @@
 
     .venv/bin/python -m perf.headline [--duration 60] [--seed 1] [--json out.json]
         [--rate R | --load-factor 1.05] [--search-trial 15 | --no-search] [--time-scale 1]
+        [--engine sim | vllm]
 
 One simulated engine per arm (seed 000's launch flags on a simulated 8B model on an H100),
 the same seeded mixed workload (workload.py) replayed in every arm:
@@ -12,6 +13,15 @@ the same seeded mixed workload (workload.py) replayed in every arm:
 
 The offered load is `load_factor` x the engine's saturation throughput, which a short Poisson
 sweep against the FCFS engine finds first (search.find_saturation), unless `--rate` is given.
+
+`--engine vllm` runs every arm against a real vLLM (its CPU build on the tiny random Llama of
+tools/vllm_env.py, `make vllm-env`; engine pinned to core 0, gateway and client on the rest)
+instead of the simulator. Each vLLM takes minutes to start, so its saturation point comes from
+the closed-loop probe alone (no Poisson sweep), and the search is better left out
+(`--no-search`). The tiny model's outputs are sampled (greedy decoding repeats one byte-level
+token whose text is empty, so no delta would carry text and no TTFT could be timed); a drawn
+EOS (about 1 in 500 tokens) may end a request early, so output lengths differ slightly
+between arms, which the table's output tokens per second show.
 Outputs: a Markdown table on stdout, the whole record (every arm, tier, sweep step and search
 trial) as JSON. `--store` (or, later, `python manage.py headline --from-workdir DIR`) stores
 each arm as a benchmark run (console/bench/management/commands/headline.py).
@@ -44,6 +54,7 @@ from perf.headline.workload import (
     HARDWARE,
     SEED_TIER_CONFIG,
     TIER_PROFILES,
+    VLLM_HARDWARE,
     engine_flags,
     records_needed,
     write_prompts,
@@ -64,6 +75,7 @@ class Options:
     sweep_step_s: float = 10.0
     search_trial_s: float | None = 15.0  # None: no search, no arm (e)
     arms: str = "abcde"
+    engine: str = "sim"  # "sim" | "vllm"
     workdir: Path | None = None
     argv: list[str] = field(default_factory=list)
 
@@ -84,8 +96,30 @@ def machine() -> dict[str, Any]:
     }
 
 
+def hardware(engine: str) -> str:
+    if engine != "vllm":
+        return HARDWARE
+    from tools import vllm_env
+
+    return VLLM_HARDWARE.format(version=vllm_env.VLLM_VERSION)
+
+
+def _clients_off_the_engine_core(engine: str) -> None:
+    """With a real vLLM on core 0, this process (the load generator) and the gateways it
+    starts keep to the other cores."""
+    if engine != "vllm":
+        return
+    from tools import vllm_env
+
+    cpus = vllm_env.engine_cpus()
+    rest = os.sched_getaffinity(0) - {int(c) for c in cpus.split(",") if c}
+    if cpus and rest:
+        os.sched_setaffinity(0, rest)
+
+
 def run_experiment(opts: Options, log: Callable[[str], None] = print) -> Experiment:
     started = time.time()
+    _clients_off_the_engine_core(opts.engine)
     machine_start = machine()
     workdir = opts.workdir or Path(tempfile.mkdtemp(prefix="tiergate-headline-"))
     workdir.mkdir(parents=True, exist_ok=True)
@@ -103,10 +137,13 @@ def run_experiment(opts: Options, log: Callable[[str], None] = print) -> Experim
         time_scale=opts.time_scale,
         prompts_file=prompts,
         workdir=workdir,
+        engine=opts.engine,
     )
     saturation: dict[str, Any] | None = None
     if opts.rate is None:
-        saturation = find_saturation(setup, step_s=opts.sweep_step_s, log=log)
+        saturation = find_saturation(
+            setup, step_s=opts.sweep_step_s, log=log, sweep=opts.engine == "sim"
+        )
         setup.rate = round(opts.load_factor * saturation["saturation_rps"], 2)
         log(
             f"saturation throughput {saturation['saturation_rps']:.2f} req/s; arms offered "
@@ -150,9 +187,11 @@ def run_experiment(opts: Options, log: Callable[[str], None] = print) -> Experim
         "started_at": started,
         "finished_at": time.time(),
         "machine": {"start": machine_start, "end": machine()},
-        "hardware": HARDWARE,
+        "engine": opts.engine,
+        "hardware": hardware(opts.engine),
         "engine_flags": {
-            p: engine_flags(p, opts.time_scale, opts.seed) for p in ("fcfs", "priority")
+            p: engine_flags(p, opts.time_scale, opts.seed, opts.engine)
+            for p in ("fcfs", "priority")
         },
         "time_scale": opts.time_scale,
         "workload": {

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from perf.headline import Options, render, run_experiment
+from perf.headline.workload import ENGINES
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -28,6 +29,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--search-trial", type=float, default=15.0, help="seconds per search trial")
     p.add_argument("--no-search", action="store_true", help="skip the search and arm (e)")
     p.add_argument("--arms", default="abcde", help="subset of a,b,c,d,e")
+    p.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default="sim",
+        help="the simulator, or a real vLLM (CPU build, tiny model; make vllm-env)",
+    )
     p.add_argument("--workdir", type=Path, help="logs, configs, prompts (default: a temp dir)")
     p.add_argument("--json", dest="json_path", type=Path, help="write the whole record here")
     p.add_argument(
@@ -59,6 +66,7 @@ def options_from_args(args: argparse.Namespace, argv: list[str]) -> Options:
         sweep_step_s=args.sweep_step,
         search_trial_s=None if args.no_search else args.search_trial,
         arms=args.arms,
+        engine=args.engine,
         workdir=args.workdir,
         argv=argv,
     )
@@ -66,7 +74,13 @@ def options_from_args(args: argparse.Namespace, argv: list[str]) -> Options:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.engine == "vllm" and "e" in args.arms and not args.no_search:
+        parser.error(
+            "--engine vllm: the search starts a vLLM per trial (minutes each); "
+            "add --no-search (or leave arm e out with --arms abcd)"
+        )
     experiment = run_experiment(
         options_from_args(args, argv), log=lambda m: print(m, file=sys.stderr)
     )

@@ -66,6 +66,7 @@ class Setup:
     time_scale: float
     prompts_file: Path
     workdir: Path
+    engine: str = "sim"  # "sim" | "vllm" (workload.ENGINES)
 
 
 @dataclass
@@ -139,9 +140,9 @@ class ArmOutcome:
 
 
 async def _drive(
-    spec: Any, engine_url: str, gateway_url: str | None
+    spec: Any, engine_url: str, gateway_url: str | None, simulated: bool
 ) -> tuple[RunResult, dict[str, Any], dict[str, Any] | None]:
-    sampler = telemetry.KvSampler(engine_url)
+    sampler = telemetry.KvSampler(engine_url, simulated)
     gateway = telemetry.GatewaySampler(gateway_url) if gateway_url else None
     tasks = [asyncio.create_task(sampler.run())]
     if gateway is not None:
@@ -160,8 +161,9 @@ def run_arm(
     arm: Arm, setup: Setup, *, duration_s: float | None = None, concurrency: int | None = None
 ) -> ArmOutcome:
     """Start the arm's processes, replay the workload, collect every figure, stop them."""
-    flags = engine_flags(arm.policy, setup.time_scale, setup.seed)
-    with run_engine(MODEL, flags, setup.workdir, arm.name) as engine_url:
+    flags = engine_flags(arm.policy, setup.time_scale, setup.seed, setup.engine)
+    simulated = setup.engine == "sim"
+    with run_engine(MODEL, flags, setup.workdir, arm.name, setup.engine) as engine_url:
         gateway = (
             run_gateway(engine_url, arm.tier_config, setup.workdir, arm.name)
             if arm.tier_config is not None
@@ -179,11 +181,13 @@ def run_arm(
                 api_key=GATEWAY_KEY if arm.via_gateway else None,
                 tier_priority=TIER_PRIORITY if arm.send_priority else None,
             )
-            gpu0, counters0 = telemetry.sim_gpu(engine_url), telemetry.engine_counters(engine_url)
+            gpu0 = telemetry.sim_gpu(engine_url) if simulated else {}
+            counters0 = telemetry.engine_counters(engine_url)
             result, kv, gateway_queues = asyncio.run(
-                _drive(spec, engine_url, target if arm.via_gateway else None)
+                _drive(spec, engine_url, target if arm.via_gateway else None, simulated)
             )
-            gpu1, counters1 = telemetry.sim_gpu(engine_url), telemetry.engine_counters(engine_url)
+            gpu1 = telemetry.sim_gpu(engine_url) if simulated else {}
+            counters1 = telemetry.engine_counters(engine_url)
             rejections = telemetry.gateway_rejections(target) if arm.via_gateway else {}
     delta = {k: counters1[k] - counters0[k] for k in counters0}
     engine = {
@@ -192,7 +196,7 @@ def run_arm(
         "prefix_cache_hit_rate": (
             delta["prefix_hits"] / delta["prefix_queries"] if delta["prefix_queries"] else None
         ),
-        "step_fidelity": telemetry.step_fidelity(gpu0, gpu1),
+        "step_fidelity": telemetry.step_fidelity(gpu0, gpu1),  # None for a real engine
         "gpu": gpu1.get("name"),
         "gateway_queues": gateway_queues,
     }

@@ -54,20 +54,34 @@ def _wait_healthy(proc: subprocess.Popen[bytes], url: str, log: Path, timeout_s:
 
 
 @contextlib.contextmanager
-def _process(argv: Sequence[str], log: Path, url: str, timeout_s: float) -> Iterator[str]:
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+def _process(
+    argv: Sequence[str],
+    log: Path,
+    url: str,
+    timeout_s: float,
+    env: dict[str, str] | None = None,
+) -> Iterator[str]:
+    env = {**(env or os.environ), "PYTHONUNBUFFERED": "1"}
     with open(log, "wb") as out:
-        proc = subprocess.Popen(list(argv), cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env=env)
+        # Its own process group: a real vLLM's engine-core process stops with it.
+        proc = subprocess.Popen(
+            list(argv),
+            cwd=ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
         try:
             _wait_healthy(proc, url, log, timeout_s)
             yield url
         finally:
             if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
+                os.killpg(proc.pid, signal.SIGTERM)
                 try:
-                    proc.wait(timeout=10)
+                    proc.wait(timeout=30)
                 except subprocess.TimeoutExpired:
-                    proc.kill()
+                    os.killpg(proc.pid, signal.SIGKILL)
                     proc.wait()
 
 
@@ -75,12 +89,28 @@ def sim_argv(model: str, port: int, flags: Sequence[str]) -> list[str]:
     return [sys.executable, "-m", "gpu_agent.sim", "serve", model, "--port", str(port), *flags]
 
 
+# A real vLLM takes minutes to start on a busy CPU (torch import, model load, warm-up).
+VLLM_START_TIMEOUT_S = 900.0
+
+
 @contextlib.contextmanager
-def run_engine(model: str, flags: Sequence[str], workdir: Path, name: str) -> Iterator[str]:
-    """``python -m gpu_agent.sim serve MODEL FLAGS``; yields its base URL (no /v1)."""
+def run_engine(
+    model: str, flags: Sequence[str], workdir: Path, name: str, engine: str = "sim"
+) -> Iterator[str]:
+    """``python -m gpu_agent.sim serve MODEL FLAGS``, or with engine "vllm" vLLM's CPU build on
+    tools/vllm_env.py's tiny model (FLAGS name it `model`), pinned to core 0; yields its base
+    URL (no /v1)."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    with _process(sim_argv(model, port, flags), workdir / f"{name}-engine.log", url, 30) as u:
+    log = workdir / f"{name}-engine.log"
+    if engine == "vllm":
+        from tools import vllm_env
+
+        argv = vllm_env.serve_argv(vllm_env.ensure_model(), port, flags)
+        with _process(argv, log, url, VLLM_START_TIMEOUT_S, vllm_env.engine_env()) as u:
+            yield u
+        return
+    with _process(sim_argv(model, port, flags), log, url, 30) as u:
         yield u
 
 

@@ -47,15 +47,29 @@ class SweepStep:
 
 
 def find_saturation(
-    setup: Setup, *, step_s: float = 10.0, probe_s: float = 8.0, log: Log = print
+    setup: Setup,
+    *,
+    step_s: float = 10.0,
+    probe_s: float = 8.0,
+    log: Log = print,
+    sweep: bool = True,
 ) -> dict[str, Any]:
-    """Sweep Poisson rates against the FCFS engine; see the module docstring."""
+    """Sweep Poisson rates against the FCFS engine; see the module docstring. Without `sweep`
+    (a real engine, minutes per start), the closed-loop probe's rate is the answer."""
     direct = Arm("s", "sweep", "engine direct, fcfs (saturation sweep)", "fcfs")
+    # 64 streams: twice the simulated engine's max_num_seqs, four times vLLM's (16).
     probe = run_arm(direct, setup, duration_s=probe_s, concurrency=64)
     estimate = max(probe.done_in_window_rps(), 1.0)
     log(f"saturation: closed-loop probe (64 streams, {probe_s:g} s): {estimate:.2f} req/s")
     steps: list[SweepStep] = []
     rate = 0.9 * estimate
+    if not sweep:
+        return {
+            "closed_loop_estimate_rps": estimate,
+            "steps": [],
+            "saturation_rps": estimate,
+            "knee_offered_rps": None,
+        }
     for _ in range(8):
         step_setup = dataclasses.replace(setup, rate=rate, warmup_s=min(setup.warmup_s, 2.0))
         out = run_arm(direct, step_setup, duration_s=step_s)

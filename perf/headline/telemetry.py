@@ -55,34 +55,52 @@ def sim_gpu(engine_url: str) -> dict[str, Any]:
     return data
 
 
+# A real vLLM's gauges for the same figures (it has no GPU utilisation to give on a CPU).
+VLLM_GAUGES = {
+    "vllm:kv_cache_usage_perc": "kv",
+    "vllm:num_requests_running": "running",
+    "vllm:num_requests_waiting": "waiting",
+}
+
+
 @dataclass
 class KvSampler:
-    """Polls the simulator's /sim/v1/gpu during an arm (KV use, running, waiting, util)."""
+    """Polls the engine during an arm (KV use, running, waiting, util): the simulator's
+    /sim/v1/gpu, or a real vLLM's /metrics."""
 
     engine_url: str
+    simulated: bool = True
     interval_s: float = SAMPLE_INTERVAL_S
     points: list[dict[str, float]] = field(default_factory=list)
 
+    async def _point(self, session: aiohttp.ClientSession) -> dict[str, float]:
+        if not self.simulated:
+            async with session.get(self.engine_url + "/metrics") as resp:
+                text = await resp.text()
+            point = dict.fromkeys(VLLM_GAUGES.values(), 0.0)
+            for family in text_string_to_metric_families(text):
+                if family.name in VLLM_GAUGES:
+                    point[VLLM_GAUGES[family.name]] = sum(s.value for s in family.samples)
+            return point
+        async with session.get(self.engine_url + "/sim/v1/gpu") as resp:
+            data = await resp.json()
+        return {
+            "kv": float(data["kv_cache_usage"]),
+            "running": float(data["num_requests_running"]),
+            "waiting": float(data["num_requests_waiting"]),
+            "util": float(data["util"]),
+        }
+
     async def run(self) -> None:
-        url = self.engine_url + "/sim/v1/gpu"
         async with aiohttp.ClientSession() as session:
             while True:
-                with contextlib.suppress(aiohttp.ClientError, TimeoutError):
-                    async with session.get(url) as resp:
-                        data = await resp.json()
-                    self.points.append(
-                        {
-                            "kv": float(data["kv_cache_usage"]),
-                            "running": float(data["num_requests_running"]),
-                            "waiting": float(data["num_requests_waiting"]),
-                            "util": float(data["util"]),
-                        }
-                    )
+                with contextlib.suppress(aiohttp.ClientError, TimeoutError, ValueError):
+                    self.points.append(await self._point(session))
                 await asyncio.sleep(self.interval_s)
 
     def summary(self) -> dict[str, Any]:
         def stats(key: str) -> dict[str, float | None]:
-            values = [p[key] for p in self.points]
+            values = [p[key] for p in self.points if key in p]
             if not values:
                 return {"mean": None, "max": None}
             return {"mean": statistics.fmean(values), "max": max(values)}

@@ -44,6 +44,18 @@ ENGINE_FLAGS = (
 # every max_tokens makes each request produce exactly its tier's output length.
 SIM_FLAGS = ("--sim-preset", "llama-8b-h100-80g", "--sim-eos-mean-tokens", "1000000")
 HARDWARE = "simulated Llama-3-8B bf16 on one H100 SXM 80 GB (gpu_agent.sim llama-8b-h100-80g)"
+ENGINES = ("sim", "vllm")
+# `--engine vllm`: vLLM's CPU build on the tiny random Llama of tools/vllm_env.py, on one core.
+# Its positions stop at 4096; 16 sequences at a time, as the issue that measured it used.
+VLLM_FLAGS = (
+    "--max-model-len", "4096",
+    "--max-num-seqs", "16",
+    "--max-num-batched-tokens", "16384",
+    "--enable-prefix-caching",
+)  # fmt: skip
+VLLM_HARDWARE = (
+    "real vLLM {version} (CPU build) on a tiny random Llama (2 layers, hidden 128), one CPU core"
+)
 
 # Seed 000, 3.2, verbatim (scheduler.default_config is that JSON): the tier config arms (c)
 # and (d) run.
@@ -51,7 +63,9 @@ SEED_TIER_CONFIG: dict[str, Any] = config_to_dict(default_config())
 TIER_PRIORITY = {t: SEED_TIER_CONFIG["scheduler"]["queues"][t]["priority"] for t in TIERS}
 
 
-def engine_flags(policy: str, time_scale: float, seed: int) -> list[str]:
+def engine_flags(policy: str, time_scale: float, seed: int, engine: str = "sim") -> list[str]:
+    if engine == "vllm":
+        return [*VLLM_FLAGS, "--scheduling-policy", policy, "--served-model-name", MODEL]
     flags = [*ENGINE_FLAGS, "--scheduling-policy", policy, *SIM_FLAGS]
     flags += ["--sim-seed", str(seed), "--sim-time-scale", f"{time_scale:g}"]
     return flags

@@ -34,6 +34,7 @@ ARGVS = [
     ["m", "--enable-prefix-caching=yes"],
     ["m", "--no-enable-prefix-caching", "--max_num_seqs", "4"],
     ["m", "--scheduler-policy", "priority"],
+    ["m", "--max-num-s", "4"],  # argparse's abbreviations, as the engine's parser allows them
 ]
 
 
