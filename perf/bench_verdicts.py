@@ -9,8 +9,10 @@ pair's runs interleaved A B A B. For each pair the script takes the console's ve
 (console.bench.verdicts) on TTFT, TPOT and E2E P50/P99 and request / output throughput:
 
 - over runs: `--repeats` runs a side, the t interval over runs (what a series comparison
-  shows), with the product's 5% minimum effect and without it (the bare 95% interval);
-- provisional: the first run of each side alone (the within-run bootstrap);
+  shows; a tier's 8 intervals simultaneous at 95%), with the product's 5% minimum effect,
+  without it, and with neither (each metric its own 95% interval);
+- provisional: the first run of each side alone (within-run intervals widened by the
+  assumed run-to-run spread, 10%; also shown with 20% and with none);
 - uncontrolled: two back-to-back runs with the same prompts, no reset and no salt (what the
   console did before), per pair.
 
@@ -32,7 +34,11 @@ import httpx
 import numpy as np
 
 from console.bench.comparison import METRICS
-from console.bench.verdicts import compare_percentile_runs, compare_statistic
+from console.bench.verdicts import (
+    compare_percentile_runs,
+    compare_statistic,
+    per_metric_confidence,
+)
 from gpu_agent.sim.testing import run_sim_process
 from loadgen import RunResult, WorkloadSpec, run_workload
 
@@ -64,11 +70,24 @@ def arrays(result: RunResult) -> dict[str, np.ndarray]:
     }
 
 
-def verdicts(a: list[RunResult], b: list[RunResult], min_effect_pct: float) -> list[str]:
+def verdicts(
+    a: list[RunResult],
+    b: list[RunResult],
+    min_effect_pct: float,
+    run_cv: float = 0.10,
+    simultaneous: bool = True,
+) -> list[str]:
     va, vb = [arrays(r) for r in a], [arrays(r) for r in b]
+    level = per_metric_confidence(len(METRICS) + 2) if simultaneous else 0.95
     out = [
         compare_percentile_runs(
-            [x[field] for x in va], [x[field] for x in vb], q, key, min_effect_pct=min_effect_pct
+            [x[field] for x in va],
+            [x[field] for x in vb],
+            q,
+            key,
+            min_effect_pct=min_effect_pct,
+            run_cv=run_cv,
+            confidence=level,
         ).verdict
         for key, field, q in METRICS
     ]
@@ -80,6 +99,7 @@ def verdicts(a: list[RunResult], b: list[RunResult], min_effect_pct: float) -> l
                 key,
                 higher_is_better=True,
                 min_effect_pct=min_effect_pct,
+                confidence=level,
             ).verdict
         )
     return out
@@ -122,7 +142,10 @@ def main() -> None:
     cases: dict[str, list[str]] = {
         "over runs, 5% minimum effect": [],
         "over runs, bare 95% interval": [],
+        "over runs, each metric its own 95% interval": [],
         "provisional (one run a side)": [],
+        "provisional, assumed run spread 20%": [],
+        "provisional, no assumed run spread": [],
         "uncontrolled (no reset, no salt)": [],
     }
     started = time.time()
@@ -138,7 +161,16 @@ def main() -> None:
             results = {
                 "over runs, 5% minimum effect": verdicts(side_a, side_b, 5.0),
                 "over runs, bare 95% interval": verdicts(side_a, side_b, 0.0),
+                "over runs, each metric its own 95% interval": verdicts(
+                    side_a, side_b, 0.0, simultaneous=False
+                ),
                 "provisional (one run a side)": verdicts(side_a[:1], side_b[:1], 5.0),
+                "provisional, assumed run spread 20%": verdicts(
+                    side_a[:1], side_b[:1], 5.0, run_cv=0.20
+                ),
+                "provisional, no assumed run spread": verdicts(
+                    side_a[:1], side_b[:1], 5.0, run_cv=0.0
+                ),
                 "uncontrolled (no reset, no salt)": verdicts([first], [second], 5.0),
             }
             for name, found in results.items():

@@ -7,7 +7,7 @@ from typing import Any
 
 from django.contrib import admin
 
-from console.bench.models import BenchmarkRun
+from console.bench.models import BenchmarkRun, RunSeries
 
 
 @admin.register(BenchmarkRun)
@@ -24,6 +24,17 @@ class BenchmarkRunAdmin(admin.ModelAdmin):
     )
     list_filter = ("status", "preset")
     search_fields = ("label", "model", "endpoint__name")
+
+    def has_add_permission(self, request: Any) -> bool:
+        return False
+
+    def has_change_permission(self, request: Any, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(RunSeries)
+class RunSeriesAdmin(admin.ModelAdmin):
+    list_display = ("id", "label", "side", "repeats", "partner", "cancel_requested", "created_at")
 
     def has_add_permission(self, request: Any) -> bool:
         return False

@@ -18,7 +18,12 @@ from console.bench.choices import COMPARABLE, RunStatus, Verdict
 from console.bench.comparison import METRICS
 from console.bench.models import BenchmarkRun, RunSeries
 from console.bench.results import Arrays, config_diff, finite, sample_arrays
-from console.bench.verdicts import compare_percentile_runs, compare_statistic, overall_verdict
+from console.bench.verdicts import (
+    compare_percentile_runs,
+    compare_statistic,
+    overall_verdict,
+    per_metric_confidence,
+)
 from console.core.ids import IdError, parse_id
 from console.core.tiers import tier_sort_key
 
@@ -86,17 +91,22 @@ def compare_sides(
     )
     tiers = sorted({t for x in (*arrays_a, *arrays_b) for t in x}, key=tier_sort_key)
     result: dict[str, Any] = {}
+    level = per_metric_confidence(len(METRICS) + len(THROUGHPUT))
     for tier in tiers:
         metrics = []
         for key, field, q in METRICS:
             runs_a = [finite(x[tier][field]) for x in arrays_a if tier in x]
             runs_b = [finite(x[tier][field]) for x in arrays_b if tier in x]
-            metrics.append(compare_percentile_runs(runs_a, runs_b, q, key).as_dict())
+            metrics.append(
+                compare_percentile_runs(runs_a, runs_b, q, key, confidence=level).as_dict()
+            )
         for key in THROUGHPUT:
             values_a = _summary_values(a.runs, tier, key)
             values_b = _summary_values(b.runs, tier, key)
             metrics.append(
-                compare_statistic(values_a, values_b, key, higher_is_better=True).as_dict()
+                compare_statistic(
+                    values_a, values_b, key, higher_is_better=True, confidence=level
+                ).as_dict()
             )
         result[tier] = {
             "overall": overall_verdict([m["verdict"] for m in metrics]),
@@ -111,6 +121,7 @@ def compare_sides(
         "side_a": _side_dict(a),
         "side_b": _side_dict(b),
         "provisional": min(len(a.runs), len(b.runs)) < 2,
+        "confidence": level,
         "tiers": result,
         "config_diff": diff,
         "conditions": conditions,
@@ -203,7 +214,7 @@ def warnings(a: Side, b: Side, diff: list[dict[str, Any]]) -> list[str]:
     if a.runs and b.runs and not diff:
         out.append(
             "Both sides have the same configuration and workload: this is an A/A comparison, "
-            "and any better/worse verdict is noise (expected in about 5% of verdicts)."
+            "and any better/worse verdict is noise (expected in under 5% of tiers)."
         )
     for name, side in (("A", a), ("B", b)):
         for run in side.runs:

@@ -14,6 +14,7 @@ urlpatterns = [
     path("compare/", views.compare, name="compare"),
     path("compare/repeat/", views.repeat_pair, name="repeat-pair"),
     path("<int:pk>/repeat/", views.run_repeat, name="run-repeat"),
+    path("series/<int:pk>/cancel/", views.series_cancel, name="series-cancel"),
     path("<int:pk>/", views.run_detail, name="run-detail"),
     path("<int:pk>/progress/", views.run_progress, name="run-progress"),
     path("<int:pk>/cancel/", views.run_cancel, name="run-cancel"),

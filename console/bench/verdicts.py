@@ -16,7 +16,13 @@ metric (say TTFT P99 of the online tier) therefore works on run-level statistics
   a run that the bootstrap, taking requests as independent, does not. Neither sees what
   differs between runs, so the interval is widened by an assumed run-to-run spread
   (PROVISIONAL_RUN_CV) and the verdict is provisional, as is any comparison with a
-  one-run side.
+  one-run side. A tail percentile of a short run is its few slowest requests, so it gets no
+  one-run verdict unless TAIL_SAMPLES requests lie beyond it.
+
+A tier has several metrics, and an A/A comparison would call one of eight "better" or
+"worse" far more often than 5% of the time if each had its own 95% interval. So the
+intervals of one tier are simultaneous (per_metric_confidence, Bonferroni): all of them hold
+together at 95%, and so does the tier's one-line overall verdict.
 
 A verdict is "better" or "worse" only when the interval excludes zero and the change is at
 least MIN_EFFECT_PCT of A: differences smaller than that are not worth acting on even when
@@ -43,6 +49,8 @@ MIN_BLOCK = 10
 # figure): repeats measure it instead. Simulator runs on a quiet machine vary by a few
 # percent; a loaded client machine or a real engine more (docs/benchmarks.md).
 PROVISIONAL_RUN_CV = 0.10
+# A one-run verdict on a percentile needs this many requests beyond it (P99: 300 requests).
+TAIL_SAMPLES = 3
 WITHIN_RUN = "within one run (bootstrap and batch means) + assumed run-to-run spread"
 T_OVER_RUNS = "t interval over runs"
 
@@ -112,6 +120,7 @@ def compare_statistic(
     *,
     higher_is_better: bool = False,
     min_effect_pct: float = MIN_EFFECT_PCT,
+    confidence: float = CONFIDENCE,
 ) -> RunLevelDelta:
     """A verdict on run-level values only (throughput: one figure per run)."""
     na, nb = len(a), len(b)
@@ -126,7 +135,7 @@ def compare_statistic(
             na, nb, T_OVER_RUNS, provisional, higher_is_better,
         )  # fmt: skip
     assert before is not None and delta is not None
-    low, high = t_interval(a, b)
+    low, high = t_interval(a, b, confidence)
     verdict = verdict_of(low, high, delta, before, higher_is_better, min_effect_pct)
     return RunLevelDelta(
         metric, before, after, delta, pct, low, high, verdict,
@@ -135,12 +144,18 @@ def compare_statistic(
 
 
 def with_run_prior(
-    low: float, high: float, delta: float, before: float, after: float
+    low: float,
+    high: float,
+    delta: float,
+    before: float,
+    after: float,
+    run_cv: float = PROVISIONAL_RUN_CV,
+    confidence: float = CONFIDENCE,
 ) -> tuple[float, float]:
     """Widen a within-run interval by run-to-run noise it cannot measure: PROVISIONAL_RUN_CV
     of each side's figure, added in quadrature to each half of the interval."""
-    z = float(stats.norm.ppf(0.5 + CONFIDENCE / 2))
-    runs = z * PROVISIONAL_RUN_CV * math.hypot(before, after)
+    z = float(stats.norm.ppf(0.5 + confidence / 2))
+    runs = z * run_cv * math.hypot(before, after)
     return (
         delta - math.hypot(delta - low, runs),
         delta + math.hypot(high - delta, runs),
@@ -170,19 +185,27 @@ def compare_percentile_runs(
     metric: str,
     *,
     min_effect_pct: float = MIN_EFFECT_PCT,
+    run_cv: float = PROVISIONAL_RUN_CV,
+    confidence: float = CONFIDENCE,
 ) -> RunLevelDelta:
     """The q-th percentile, A's runs against B's (each array one run's values)."""
     a_ok = [r for r in a_runs if r.size >= MIN_SAMPLES]
     b_ok = [r for r in b_runs if r.size >= MIN_SAMPLES]
     if len(a_ok) == 1 and len(b_ok) == 1:
-        m = compare_percentile(a_ok[0], b_ok[0], q, metric)
+        m = compare_percentile(a_ok[0], b_ok[0], q, metric, confidence=confidence)
         low, high, verdict = m.ci_low, m.ci_high, m.verdict
+        if min(a_ok[0].size, b_ok[0].size) * (1 - q / 100) < TAIL_SAMPLES:
+            # P99 of 20 requests is their slowest one: one stall decides it. No verdict.
+            return RunLevelDelta(
+                metric, m.before, m.after, m.delta, m.delta_pct, None, None,
+                Verdict.NOT_ENOUGH_DATA, 1, 1, WITHIN_RUN, True,
+            )  # fmt: skip
         if low is not None and high is not None and m.before and m.delta is not None:
-            blocks = block_interval(a_ok[0], b_ok[0], q, m.delta)
+            blocks = block_interval(a_ok[0], b_ok[0], q, m.delta, confidence)
             if blocks is not None:  # the wider of the two
                 low, high = min(low, blocks[0]), max(high, blocks[1])
             assert m.after is not None
-            low, high = with_run_prior(low, high, m.delta, m.before, m.after)
+            low, high = with_run_prior(low, high, m.delta, m.before, m.after, run_cv, confidence)
             verdict = verdict_of(low, high, m.delta, m.before, False, min_effect_pct)
         return RunLevelDelta(
             metric, m.before, m.after, m.delta, m.delta_pct, low, high, verdict,
@@ -190,7 +213,9 @@ def compare_percentile_runs(
         )  # fmt: skip
     stats_a = [percentile(r, q) for r in a_ok]
     stats_b = [percentile(r, q) for r in b_ok]
-    result = compare_statistic(stats_a, stats_b, metric, min_effect_pct=min_effect_pct)
+    result = compare_statistic(
+        stats_a, stats_b, metric, min_effect_pct=min_effect_pct, confidence=confidence
+    )
     if not a_ok or not b_ok:
         # Too few samples in every run of a side: say what the runs hold, without a verdict.
         pooled_a = [percentile(np.concatenate(a_runs), q)] if sum(map(len, a_runs)) else []
@@ -198,6 +223,12 @@ def compare_percentile_runs(
         result = compare_statistic(pooled_a, pooled_b, metric)
         return RunLevelDelta(**{**result.as_dict(), "verdict": Verdict.NOT_ENOUGH_DATA})  # type: ignore[arg-type]
     return result
+
+
+def per_metric_confidence(metrics: int, confidence: float = CONFIDENCE) -> float:
+    """Bonferroni: each of a tier's `metrics` intervals at this level, so that all of them
+    hold together at `confidence` and the tier's overall line errs at most 1 - confidence."""
+    return 1 - (1 - confidence) / max(metrics, 1)
 
 
 def overall_verdict(verdicts: Sequence[str]) -> str:

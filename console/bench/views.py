@@ -149,6 +149,9 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     context["default_repeats"] = repeats.DEFAULT_REPEATS
     if run.series_id:
         context["series_runs"] = list(run.series.runs.order_by("pk").values_list("pk", "status"))
+        context["series_active"] = any(
+            st in (RunStatus.PENDING, RunStatus.RUNNING) for _, st in context["series_runs"]
+        )
     return render(request, "bench/run_detail.html", context)
 
 
@@ -238,6 +241,17 @@ def run_repeat(request: HttpRequest, pk: int) -> HttpResponse:
     series = repeats.create_series(run, count, request.user, request)
     messages.info(request, f"{count} repeats of #{run.pk} queued as series {series.pk}.")
     return redirect("bench:run-detail", pk=series.runs.order_by("pk").first().pk)  # type: ignore[union-attr]
+
+
+@login_required
+@require_POST
+def series_cancel(request: HttpRequest, pk: int) -> HttpResponse:
+    require_role(request, OPERATOR)
+    series = get_object_or_404(RunSeries, pk=pk)
+    repeats.request_cancel_series(series, request.user, request)
+    messages.info(request, f"Series {series.pk} cancelled: runs not yet started will not run.")
+    run = series.runs.order_by("pk").first()
+    return redirect("bench:run-detail", pk=run.pk) if run else redirect("bench:run-list")
 
 
 @login_required

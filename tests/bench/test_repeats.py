@@ -61,6 +61,15 @@ def test_a_pair_is_interleaved_and_refused_when_one_node_changed_between_its_run
     order = BenchmarkRun.objects.filter(series__isnull=False).order_by("pk")
     assert list(order.values_list("series_id", flat=True)) == [body["a"]["id"], body["b"]["id"]] * 2
     assert body["compare"] == f"{URL}compare/?a=s{body['a']['id']}&b=s{body['b']['id']}"
+    # Before any of them ran, the comparison says so instead of failing.
+    pending = api(operator).get(body["compare"]).json()
+    assert pending["tiers"] == {} and "A: no finished run to compare yet" in pending["warnings"]
+    client = Client()
+    client.force_login(operator)
+    page = client.get(
+        "/benchmarks/compare/", {"a": f"s{body['a']['id']}", "b": f"s{body['b']['id']}"}
+    )
+    assert page.status_code == 200 and "no finished run to compare yet" in page.content.decode()
 
 
 def test_series_compare_over_runs_and_name_what_is_missing(
@@ -104,7 +113,10 @@ def test_one_click_repeat_on_the_run_page(plain_endpoint: Any, operator: Any) ->
     assert first is not None and answer.status_code == 302
     assert answer["Location"] == f"/benchmarks/{first.pk}/"
     page = client.get(answer["Location"]).content.decode()
-    assert f"a={run.pk}&amp;b={series.ref}" in page
+    assert f"a={run.pk}&amp;b={series.ref}" in page and 'id="cancel-series"' in page
+    assert client.post(f"/benchmarks/series/{series.pk}/cancel/").status_code == 302
+    assert set(series.runs.values_list("status", flat=True)) == {RunStatus.CANCELLED}
+    assert 'id="cancel-series"' not in client.get(answer["Location"]).content.decode()
     other = stored_run(plain_endpoint, ttft_scale=0.1, n=20, seed=4)
     answer = client.post("/benchmarks/compare/repeat/", {"a": run.pk, "b": other.pk})
     assert answer.status_code == 302 and "/benchmarks/compare/?a=s" in answer["Location"]

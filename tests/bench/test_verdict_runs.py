@@ -29,9 +29,9 @@ def _run(endpoint: Any, user: Any, workload: dict[str, Any], preset: str = "cust
     return run
 
 
-def _clear(body: dict[str, Any]) -> list[tuple[str, str, str]]:
+def _clear(body: dict[str, Any]) -> list[tuple[str, str, str, Any]]:
     return [
-        (tier, m["metric"], m["verdict"])
+        (tier, m["metric"], m["verdict"], m)
         for tier, data in body["tiers"].items()
         for m in data["metrics"]
         if m["verdict"] in ("better", "worse")
@@ -77,7 +77,7 @@ def test_two_runs_of_one_preset_on_a_caching_simulator_show_no_clear_change(
     assert first.workload["salt"] != second.workload["salt"]
 
     body, html = _compare(operator, str(first.pk), str(second.pk))
-    assert _clear(body) == []
+    assert _clear(body) == [], ("one run a side", _clear(body))
     assert body["provisional"] and {d["overall"] for d in body["tiers"].values()} == {
         "no clear change"
     }
@@ -94,7 +94,7 @@ def test_two_runs_of_one_preset_on_a_caching_simulator_show_no_clear_change(
     assert order == [series_a.pk, series_b.pk] * 2  # interleaved A B A B
     assert execution.execute_series([series_a.pk, series_b.pk]) == [RunStatus.SUCCEEDED] * 4
     body, html = _compare(operator, series_a.ref, series_b.ref)
-    assert _clear(body) == [], body
+    assert _clear(body) == [], ("two runs a side", _clear(body))
     assert not body["provisional"] and body["side_a"]["runs"] and len(body["side_b"]["runs"]) == 2
     latency = body["tiers"]["overall"]["metrics"][0]
     assert latency["method"] == "t interval over runs" and latency["runs_a"] == 2

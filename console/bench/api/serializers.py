@@ -269,6 +269,9 @@ class ComparisonSerializer(serializers.Serializer):
     side_a = SideSerializer()
     side_b = SideSerializer()
     provisional = serializers.BooleanField(help_text="A side has a single run.")
+    confidence = serializers.FloatField(
+        help_text="Level of each metric's interval: a tier's intervals hold together at 95%."
+    )
     tiers = serializers.DictField(
         child=TierComparisonSerializer(), help_text="Per tier and 'overall': B minus A, seconds."
     )
