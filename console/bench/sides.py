@@ -24,7 +24,7 @@ from console.bench.verdicts import (
     overall_verdict,
     per_metric_confidence,
 )
-from console.core.ids import IdError, parse_id
+from console.core.ids import parse_id
 from console.core.tiers import tier_sort_key
 
 THROUGHPUT = ("request_throughput_rps", "output_throughput_tps")
@@ -47,17 +47,28 @@ class Side:
     series: RunSeries | None = None
 
 
+def parse_ref(field: str, raw: str) -> tuple[bool, int]:
+    """(is a series, id) of a side's reference; a malformed id is the one IdError every page
+    and API answers with a 400 naming the field."""
+    if not raw:
+        raise SideError(field, "required: a run id, or s<id> for a series of repeats")
+    is_series = raw[:1] == "s"
+    return is_series, parse_id(raw[1:] if is_series else raw, field)
+
+
+def resolve_all(refs: dict[str, str]) -> dict[str, Side]:
+    """Every side, each reference checked before any is looked up."""
+    parsed = {field: parse_ref(field, raw) for field, raw in refs.items()}
+    return {field: _side(field, raw, *parsed[field]) for field, raw in refs.items()}
+
+
 def resolve(field: str, raw: str) -> Side:
     """A side from its reference; errors name the field."""
-    raw = raw.strip()
+    return _side(field, raw, *parse_ref(field, raw))
+
+
+def _side(field: str, raw: str, is_series: bool, pk: int) -> Side:
     qs = BenchmarkRun.objects.select_related("endpoint")
-    is_series = raw[:1] == "s"
-    try:
-        pk = parse_id(raw[1:] if is_series else raw, field)
-    except IdError:
-        raise SideError(
-            field, "required: a run id, or s<id> for a series of repeats (ASCII digits)"
-        ) from None
     if is_series:
         series = RunSeries.objects.filter(pk=pk).first()
         if series is None:

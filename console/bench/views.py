@@ -317,7 +317,8 @@ def compare(request: HttpRequest) -> HttpResponse:
     }
     if a_id and b_id:
         try:
-            a, b = sides.resolve("a", a_id), sides.resolve("b", b_id)
+            found = sides.resolve_all({"a": a_id, "b": b_id})
+            a, b = found["a"], found["b"]
         except sides.SideError as exc:
             messages.error(request, str(exc))
             return render(request, "bench/compare.html", context, status=400)

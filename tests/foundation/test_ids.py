@@ -14,7 +14,7 @@ BAD = ["9223372036854775808", "%C2%B2", "%D9%A3", "0", "-1", "1.0", "+1", "1e3",
 
 @pytest.mark.parametrize("raw", ["1", "42", "007", str(MAX_ID), "0" * 5000 + "5"])
 def test_it_takes_ascii_digits_in_range(raw: str) -> None:
-    assert parse_id(raw) == int(raw)
+    assert parse_id(raw) == int(raw.lstrip("0"))  # int() refuses 5,001 digits itself
 
 
 @pytest.mark.parametrize(
