@@ -110,6 +110,11 @@ def timeline_figure(run: BenchmarkRun) -> go.Figure:
             col=1,
         )
     fig.update_xaxes(title_text="seconds into the measured window", row=2, col=1)
+    fig.update_yaxes(title_text="requests/s", row=1, col=1, secondary_y=False, rangemode="tozero")
+    fig.update_yaxes(
+        title_text="output tokens/s", row=1, col=1, secondary_y=True, rangemode="tozero"
+    )
+    fig.update_yaxes(title_text="ms", row=2, col=1, rangemode="tozero")
     fig.update_layout(height=480, **LAYOUT)
     return fig
 

@@ -15,16 +15,29 @@ from loadgen import SpecError, from_seed003_settings, parse_stages, parse_tier_m
 MAX_SETTINGS_BYTES = 256 * 1024
 
 
+LOAD_MODES = [
+    ("concurrency", "Fixed concurrency"),
+    ("rate", "Request rate"),
+    ("stages", "Step ladder"),
+]
+
+
 class RunForm(forms.Form):
     endpoint = forms.ModelChoiceField(queryset=Endpoint.objects.order_by("kind", "name"))
     model = forms.CharField(
         max_length=200, required=False, help_text="Blank: the endpoint's default model."
     )
     label = forms.CharField(max_length=200, required=False)
-    concurrency = forms.IntegerField(min_value=1, required=False, initial=8)
-    rate = forms.FloatField(
-        min_value=0.001, required=False, help_text="Requests per second (instead of concurrency)."
+    load = forms.ChoiceField(
+        choices=LOAD_MODES,
+        required=False,
+        initial="concurrency",
+        widget=forms.RadioSelect,
+        label="Load",
+        help_text="One load shape per run; only the chosen one's field is used.",
     )
+    concurrency = forms.IntegerField(min_value=1, required=False, initial=8)
+    rate = forms.FloatField(min_value=0.001, required=False, help_text="Requests per second.")
     arrival = forms.ChoiceField(
         choices=[("poisson", "Poisson"), ("constant", "constant")], initial="poisson"
     )
@@ -124,20 +137,42 @@ class RunForm(forms.Form):
             "arrival": data["arrival"],
             "tier_mix": parse_tier_mix(data.get("tier_mix") or ""),
         }
-        if stages:
+        mode = self._load_mode(data, bool(stages))
+        if mode == "stages":
             workload["stages"] = [
                 {"concurrency": s.concurrency, "duration_s": s.duration_s} for s in stages
             ]
-        elif data.get("rate"):
+        elif mode == "rate":
             workload["rate"] = data["rate"]
         else:
-            workload["concurrency"] = data.get("concurrency") or 1
+            workload["concurrency"] = data["concurrency"]
         if not stages:
             if data.get("duration_s"):
                 workload["duration_s"] = data["duration_s"]
             else:
                 workload["requests"] = data.get("requests")
         return workload
+
+    def _load_mode(self, data: dict[str, Any], has_stages: bool) -> str:
+        """The load shape the operator chose (or, from a script that does not say, the one
+        field given); a missing value or two shapes at once is an error naming the field."""
+        given = {
+            "concurrency": data.get("concurrency") is not None,
+            "rate": data.get("rate") is not None,
+            "stages": has_stages,
+        }
+        mode = data.get("load") or ""
+        if not mode:
+            chosen = [name for name, present in given.items() if present]
+            if len(chosen) > 1:
+                raise SpecError(
+                    "load: give one load shape (concurrency, rate or stages), "
+                    f"not {' and '.join(chosen)}"
+                )
+            mode = chosen[0] if chosen else "concurrency"
+        if not given[mode]:
+            raise SpecError(f"{mode}: required for the {dict(LOAD_MODES)[mode].lower()} load")
+        return mode
 
     def _add_spec_error(self, message: str) -> None:
         field, _, rule = message.partition(": ")

@@ -17,6 +17,7 @@ urlpatterns = [
     path("series/<int:pk>/cancel/", views.series_cancel, name="series-cancel"),
     path("<int:pk>/", views.run_detail, name="run-detail"),
     path("<int:pk>/progress/", views.run_progress, name="run-progress"),
+    path("<int:pk>/info/", views.run_info, name="run-info"),
     path("<int:pk>/cancel/", views.run_cancel, name="run-cancel"),
     path("<int:pk>/export.json", views.run_export_json, name="run-export-json"),
     path("<int:pk>/export.csv", views.run_export_csv, name="run-export-csv"),

@@ -130,12 +130,8 @@ def _run(pk: int) -> BenchmarkRun:
 def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     require_role(request, VIEWER)
     run = _run(pk)
-    context: dict[str, Any] = {
-        "run": run,
-        "can_run": has_role(request.user, OPERATOR),
-        "rows": summary_rows(run.summary or {}),
-        "figures": None,
-    }
+    context = _info_context(request, run)
+    context.update({"rows": summary_rows(run.summary or {}), "figures": None})
     if run.summary:
         context["figures"] = charts.run_figures(
             run, results.sample_arrays(run), results.telemetry_rows(run)
@@ -146,13 +142,31 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
         .order_by("-created_at")
     )
     context["compare_with"] = others[:50]
-    context["default_repeats"] = repeats.DEFAULT_REPEATS
+    return render(request, "bench/run_detail.html", context)
+
+
+def _info_context(request: HttpRequest, run: BenchmarkRun) -> dict[str, Any]:
+    """What the run's facts and configuration card shows (the page and its live fragment)."""
+    context: dict[str, Any] = {
+        "run": run,
+        "can_run": has_role(request.user, OPERATOR),
+        "default_repeats": repeats.DEFAULT_REPEATS,
+    }
     if run.series_id:
         context["series_runs"] = list(run.series.runs.order_by("pk").values_list("pk", "status"))
         context["series_active"] = any(
             st in (RunStatus.PENDING, RunStatus.RUNNING) for _, st in context["series_runs"]
         )
-    return render(request, "bench/run_detail.html", context)
+    return context
+
+
+@login_required
+@require_GET
+def run_info(request: HttpRequest, pk: int) -> HttpResponse:
+    """The live fragment of the run's facts: started/finished and the configuration snapshot
+    fill in while the run goes on."""
+    require_role(request, VIEWER)
+    return render(request, "bench/_run_info.html", _info_context(request, _run(pk)))
 
 
 @login_required
@@ -303,7 +317,8 @@ def compare(request: HttpRequest) -> HttpResponse:
     }
     if a_id and b_id:
         try:
-            a, b = sides.resolve("a", a_id), sides.resolve("b", b_id)
+            found = sides.resolve_all({"a": a_id, "b": b_id})
+            a, b = found["a"], found["b"]
         except sides.SideError as exc:
             messages.error(request, str(exc))
             return render(request, "bench/compare.html", context, status=400)

@@ -14,7 +14,7 @@ BAD = ["9223372036854775808", "%C2%B2", "%D9%A3", "0", "-1", "1.0", "+1", "1e3",
 
 @pytest.mark.parametrize("raw", ["1", "42", "007", str(MAX_ID), "0" * 5000 + "5"])
 def test_it_takes_ascii_digits_in_range(raw: str) -> None:
-    assert parse_id(raw) == int(raw.lstrip("0"))
+    assert parse_id(raw) == int(raw.lstrip("0"))  # int() refuses 5,001 digits itself
 
 
 @pytest.mark.parametrize(
@@ -74,38 +74,3 @@ def test_version_pages_refuse_bad_against_and_from(api: Client) -> None:
     assert api.get(f"/api/v1/tier-configs/{v1.pk}/diff/?against=%D9%A3").status_code == 400
     assert api.get(f"/tuning/tier-configs/{v1.pk}/?against=%D9%A3").status_code == 400
     assert api.get("/tuning/tier-configs/new/?from=99999999999999999999").status_code == 400
-
-
-@pytest.mark.parametrize("spell", ["arabic-indic", "superscript", "huge"])
-def test_body_ids_as_strings_follow_the_same_rule(api: Client, spell: str) -> None:
-    from console.tuning.services import create_tier_config
-    from tests.rollouts.rollout_helpers import tier_config
-
-    version = create_tier_config(name="ids", config=tier_config(), message="v1")
-    raw = {
-        # The version's own id in Arabic-Indic digits: Django alone would take it.
-        "arabic-indic": "".join(chr(0x660 + int(d)) for d in str(version.pk)),
-        "superscript": "\u00b2",
-        "huge": str(MAX_ID + 1),
-    }[spell]
-    bodies = [{"tier_config": raw}, {"tier_config": version.pk, "nodes": [raw]}]
-    for body in bodies:
-        r = api.post("/api/v1/rollouts/", {"node_selection": "nodes", **body}, "application/json")
-        field = "nodes" if "nodes" in body else "tier_config"
-        assert r.status_code == 400 and field in r.json(), r.content
-
-
-def test_the_schema_says_ids_are_integers_in_range(db: None) -> None:
-    import io
-    import json
-
-    from django.core.management import call_command
-
-    out = io.StringIO()
-    call_command("spectacular", "--format", "openapi-json", stdout=out)
-    schema = json.loads(out.getvalue())
-    bounded = {"type": "integer", "minimum": 1, "maximum": MAX_ID}
-    node = schema["paths"]["/api/v1/nodes/{id}/"]["get"]["parameters"][0]
-    assert node["schema"] == bounded
-    compare = schema["paths"]["/api/v1/benchmarks/compare/"]["get"]["parameters"]
-    assert all(p["schema"] == bounded for p in compare)

@@ -105,12 +105,11 @@ class BenchmarkRunViewSet(
     def compare(self, request: Request) -> Response:
         """Per-tier deltas (B minus A) with verdicts whose intervals include run-to-run noise
         when a side is a series; the config diff, run conditions and warnings."""
-        found = {}
-        for name in ("a", "b"):
-            try:
-                found[name] = sides.resolve(name, request.query_params.get(name, ""))
-            except sides.SideError as exc:
-                raise ValidationError({exc.field: [exc.message]}) from None
+        params = request.query_params
+        try:
+            found = sides.resolve_all({name: params.get(name, "") for name in ("a", "b")})
+        except sides.SideError as exc:
+            raise ValidationError({exc.field: [exc.message]}) from None
         data = sides.compare_sides(found["a"], found["b"])
         return Response(ComparisonSerializer(data).data)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django import template
@@ -44,3 +45,10 @@ def signed_ms(seconds: Any) -> str:
         return "—"
     value = float(seconds) * 1000
     return f"{value:+.1f}"
+
+
+@register.filter(name="json")
+def as_json(value: Any) -> str:
+    """A stored document as indented JSON, the form operators paste and diff (not Python's
+    dict text)."""
+    return json.dumps(value, indent=2, ensure_ascii=False, default=str)
