@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rest_framework.authtoken.models import Token
+
+from console.accounts.services import create_token
 
 SEED = 20261201
 MAX_EXAMPLES = 10
@@ -87,7 +88,7 @@ def test_no_input_makes_the_api_answer_a_server_error(
     live_server: Any, admin_user: Any, tmp_path: Path
 ) -> None:
     ids = _seed(admin_user)
-    token = Token.objects.create(user=admin_user)
+    _, token_key = create_token(admin_user, "schemathesis")
     config = tmp_path / "schemathesis.toml"
     config.write_text(_config(ids))
     command = [
@@ -112,7 +113,7 @@ def test_no_input_makes_the_api_answer_a_server_error(
         "--request-timeout",
         "30",
         "--header",
-        f"Authorization: Token {token.key}",
+        f"Authorization: Bearer {token_key}",
     ]
     result = subprocess.run(
         command, cwd=tmp_path, capture_output=True, text=True, timeout=1200, check=False
