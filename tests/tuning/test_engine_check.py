@@ -104,7 +104,7 @@ def test_a_rollout_does_not_start_with_a_profile_a_target_engine_refuses(
     )
     Node.objects.filter(pk=node.pk).update(engine_report=SIM_REPORT)
     with pytest.raises(RolloutError) as caught:
-        create_rollout(launch_profile=profile, user=operator, start=False)
+        create_rollout(launch_profile=profile, user=operator, start=False, stale_targets="include")
     assert caught.value.field == "launch_profile"
     assert "unrecognized arguments: --turbo-mode" in caught.value.message
 
