@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests.production.workers import Worker, start_worker
-from tests.rollouts.rollout_helpers import timeline
+from tests.rollouts.rollout_helpers import QUICK, timeline
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.slow
@@ -58,6 +58,7 @@ def test_two_workers_run_concurrent_rollouts_once_and_survive_a_kill(
                 canary_count=1,
                 convergence_timeout_s=20,
                 start=False,
+                **QUICK,
             )
             for half in halves
         ]
@@ -79,9 +80,9 @@ def test_two_workers_run_concurrent_rollouts_once_and_survive_a_kill(
             nodes=halves[0],
             canary_count=1,
             convergence_timeout_s=20,
-            guard_max_error_rate=0.5,
             guard_window_s=2.0,
             start=False,
+            **{**QUICK, "guard_max_error_rate": 0.5},
         )
         run_rollout.apply_async((back.pk,), queue=queue)
         wait_for(
