@@ -232,6 +232,9 @@ def warnings(a: Side, b: Side, diff: list[dict[str, Any]]) -> list[str]:
             flags = (run.validity or {}).get("flags") or []
             if flags:
                 out.append(f"{name}: run #{run.pk} carries validity flags: {'; '.join(flags)}")
+            for figure, reason in ((run.validity or {}).get("untrusted") or {}).items():
+                label = figure.removesuffix("_s").upper()
+                out.append(f"{name}: run #{run.pk}'s {label} is not a wire time: {reason}")
             if run.status != RunStatus.SUCCEEDED:
                 out.append(f"{name}: run #{run.pk} {run.get_status_display().lower()}: "
                            f"{run.status_reason}")  # fmt: skip

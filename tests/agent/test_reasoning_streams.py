@@ -21,37 +21,9 @@ import pytest
 from gpu_agent.sim.testing import run_sim_process
 from gpu_agent.testing import AgentProcess
 from tests.agent.agent_helpers import ALL_KEY, MODEL, standalone_args, start_agent
+from tests.seed import seed_tiers
 
-SEED: dict[str, Any] = {
-    "scheduler": {
-        "queues": {
-            "online": {
-                "max_batch_size": 8,
-                "max_waiting_time_ms": 10,
-                "max_tokens_per_batch": 4096,
-                "priority": 1,
-            },
-            "batch": {
-                "max_batch_size": 32,
-                "max_waiting_time_ms": 50,
-                "max_tokens_per_batch": 16384,
-                "priority": 2,
-            },
-            "offline": {
-                "max_batch_size": 64,
-                "max_waiting_time_ms": 200,
-                "max_tokens_per_batch": 32768,
-                "priority": 3,
-            },
-        },
-        "adaptive": {
-            "enabled": True,
-            "online_pressure_threshold": 10,
-            "wait_time_reduction_ratio": 0.5,
-        },
-        "admission": {"max_awaiting_first_token": 4},
-    }
-}
+SEED = seed_tiers(max_awaiting_first_token=4)
 LONG_STREAMS = 8
 LONG_TOKENS = 5000  # several seconds at the engine
 ONLINE_LIMIT_S = 3.0  # an online answer of 8 tokens, on a loaded 2-core machine

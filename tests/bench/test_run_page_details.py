@@ -95,3 +95,16 @@ def test_a_custom_run_takes_one_load_shape(plain_endpoint: Any, operator: Any) -
     assert chosen.status_code == 302
     workload = BenchmarkRun.objects.get().workload
     assert workload["rate"] == 5 and workload.get("concurrency") is None
+
+
+def test_the_compare_page_warns_of_figures_that_are_not_wire_times(
+    plain_endpoint: Any, viewer: Any
+) -> None:
+    a = stored_run(plain_endpoint, ttft_scale=0.1, n=20, seed=1)
+    b = stored_run(plain_endpoint, ttft_scale=0.1, n=20, seed=2)
+    reason = "12.0% of first tokens reached the client in one TCP segment with the next chunk"
+    BenchmarkRun.objects.filter(pk=b.pk).update(
+        validity={**(b.validity or {}), "untrusted": {"ttft_s": reason}}
+    )
+    page = _client(viewer).get(f"/benchmarks/compare/?a={a.pk}&b={b.pk}").content.decode()
+    assert f"B: run #{b.pk}&#x27;s TTFT is not a wire time: {reason}" in page

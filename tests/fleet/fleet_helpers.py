@@ -6,35 +6,9 @@ import json
 import time
 from typing import Any
 
-SEED_TIERS = {
-    "scheduler": {
-        "queues": {
-            "online": {
-                "max_batch_size": 8,
-                "max_waiting_time_ms": 10,
-                "max_tokens_per_batch": 4096,
-                "priority": 1,
-            },
-            "batch": {
-                "max_batch_size": 32,
-                "max_waiting_time_ms": 50,
-                "max_tokens_per_batch": 16384,
-                "priority": 2,
-            },
-            "offline": {
-                "max_batch_size": 64,
-                "max_waiting_time_ms": 200,
-                "max_tokens_per_batch": 32768,
-                "priority": 3,
-            },
-        },
-        "adaptive": {
-            "enabled": True,
-            "online_pressure_threshold": 10,
-            "wait_time_reduction_ratio": 0.5,
-        },
-    }
-}
+from tests.seed import seed_tiers
+
+SEED_TIERS = seed_tiers()
 
 
 def sample(ts: float | None = None, **tiers: dict[str, Any]) -> dict[str, Any]:

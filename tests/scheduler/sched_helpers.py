@@ -6,36 +6,9 @@ import copy
 from typing import Any
 
 from scheduler import TierConfig, parse_config
+from tests.seed import seed_tiers
 
-SEED: dict[str, Any] = {
-    "scheduler": {
-        "queues": {
-            "online": {
-                "max_batch_size": 8,
-                "max_waiting_time_ms": 10,
-                "max_tokens_per_batch": 4096,
-                "priority": 1,
-            },
-            "batch": {
-                "max_batch_size": 32,
-                "max_waiting_time_ms": 50,
-                "max_tokens_per_batch": 16384,
-                "priority": 2,
-            },
-            "offline": {
-                "max_batch_size": 64,
-                "max_waiting_time_ms": 200,
-                "max_tokens_per_batch": 32768,
-                "priority": 3,
-            },
-        },
-        "adaptive": {
-            "enabled": True,
-            "online_pressure_threshold": 10,
-            "wait_time_reduction_ratio": 0.5,
-        },
-    }
-}
+SEED: dict[str, Any] = seed_tiers()
 
 
 def seed_dict() -> dict[str, Any]:
