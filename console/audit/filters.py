@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 
 from django.db.models import QuerySet
 from django.utils.dateparse import parse_datetime
@@ -30,7 +30,13 @@ def _when(name: str, value: str) -> datetime:
         parsed = None
     if parsed is None:
         raise FilterError(name, f"not an ISO 8601 date-time: {value!r}")
-    return parsed
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)  # stored and compared in UTC
+    try:
+        # In UTC before it reaches the database: PostgreSQL refuses offsets past +-15:59.
+        return parsed.astimezone(UTC)
+    except OverflowError:
+        raise FilterError(name, f"out of range: {value!r}") from None
 
 
 def filter_events(params: Mapping[str, str]) -> QuerySet[AuditEvent]:

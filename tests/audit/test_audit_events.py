@@ -46,3 +46,17 @@ def test_the_log_links_objects_to_their_pages_with_readable_names(
     )
     assert AuditEvent(object_type="fleet.endpoint", object_id="²").object_url() is None
     assert AuditEvent(object_type="no.such", object_id="1").object_label == "no.such"
+
+
+def test_time_filters_with_any_offset_are_compared_in_utc(operator: Any) -> None:
+    from rest_framework.test import APIClient
+
+    client = APIClient()
+    client.force_authenticate(operator)
+    far = "6705-06-29T13:50:26.196+20:46"  # an offset PostgreSQL itself refuses
+    response = client.get("/api/v1/audit-events/", {"since": far})
+    assert response.status_code == 200 and response.json()["results"] == []
+    edge = client.get("/api/v1/audit-events/", {"until": "9999-12-31T23:59:59-23:00"})
+    assert edge.status_code == 400 and "until" in edge.json()
+    naive = client.get("/api/v1/audit-events/", {"since": "2000-01-01T00:00"})
+    assert naive.status_code == 200
