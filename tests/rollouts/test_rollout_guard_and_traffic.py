@@ -50,13 +50,13 @@ def test_a_config_that_starves_online_traffic_is_rolled_back_by_the_slo_guard(
     nodes = fleet(2)
     for _, agent in nodes:
         _wait_key(agent, key)
-    # One request at the engine at a time: under the test's twelve streams every request queues
+    # One request at the engine at a time: under six 64-token streams per node every request queues
     # in the gateway, and online TTFT P99 grows several-fold. (A long batching window no longer
     # starves anyone: release is work-conserving, a window only orders a saturated engine.)
     config = tier_config()
     config["scheduler"]["admission"] = {"max_in_flight": 1}
     starving = create_tier_config(name="tiers", config=config, message="starves online")
-    with Load([agent.url for _, agent in nodes], key, workers_per_url=6) as load:
+    with Load([agent.url for _, agent in nodes], key, workers_per_url=6, max_tokens=64) as load:
         time.sleep(2.0)  # the baseline: the window before the change
         # The default guard (TTFT P99 +50 %, errors 5 %): no guard argument is given.
         rollout = services.create_rollout(
