@@ -328,7 +328,8 @@ async def test_requests_cancelled_while_connecting_close_their_sockets(stalled_l
         )
         assert sample.error == "timeout"
     gc.collect()
-    assert open_fds() == before  # no socket left behind by the 20 timeouts
+    # At most what was open before (a socket of an earlier test may be collected meanwhile).
+    assert open_fds() <= before  # no socket left behind by the 20 timeouts
     pool.close()
 
 
@@ -352,7 +353,7 @@ async def test_requests_cancelled_during_the_tls_handshake_close_their_sockets(
         assert sample.error == "timeout"
     gc.collect()
     await asyncio.sleep(0.1)  # the server's end closes once it reads the client's close
-    assert open_fds() == before
+    assert open_fds() <= before
     pool.close()
 
 
