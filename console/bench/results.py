@@ -20,7 +20,8 @@ from loadgen.stats import NO_TIER, OVERALL
 LATENCY_FIELDS = ("ttft", "tpot", "e2e")
 # Telemetry a little either side of the run, so the charts show the load arriving and leaving.
 TELEMETRY_MARGIN = timedelta(seconds=5)
-CSV_FIELDS = [
+# The columns of one request sample, in the CSV export and the API alike.
+SAMPLE_FIELDS = [
     "index",
     "tier",
     "stage",
@@ -143,12 +144,12 @@ def csv_lines(run: BenchmarkRun) -> Iterator[str]:
     """The run's samples as CSV, streamed row by row."""
     buffer = io.StringIO()
     writer = csv.writer(buffer)
-    writer.writerow(CSV_FIELDS)
+    writer.writerow(SAMPLE_FIELDS)
     yield _drain(buffer)
     for row in (
         RequestSample.objects.filter(run=run)
         .order_by("index")
-        .values_list(*CSV_FIELDS)
+        .values_list(*SAMPLE_FIELDS)
         .iterator(chunk_size=5000)
     ):
         writer.writerow(row)

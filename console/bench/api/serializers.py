@@ -9,6 +9,7 @@ from console.bench import services
 from console.bench.choices import Preset
 from console.bench.models import BenchmarkRun, RequestSample, RunSeries
 from console.bench.presets import PRESETS, preset_workload
+from console.bench.results import SAMPLE_FIELDS
 from console.core.fields import IdRelatedField
 from console.fleet.models import Endpoint
 from loadgen import SpecError, from_seed003_settings
@@ -193,27 +194,7 @@ class BenchmarkRunSerializer(serializers.ModelSerializer):
 class RequestSampleSerializer(serializers.ModelSerializer):
     class Meta:
         model = RequestSample
-        fields = [
-            "index",
-            "tier",
-            "stage",
-            "warmup",
-            "send_time",
-            "dispatch_lag",
-            "ttft",
-            "tpot",
-            "e2e",
-            "itl_count",
-            "itl_mean",
-            "itl_p50",
-            "itl_p99",
-            "itl_max",
-            "prompt_tokens",
-            "output_tokens",
-            "usage_missing",
-            "status",
-            "error",
-        ]
+        fields = list(SAMPLE_FIELDS)  # the same columns as the CSV export
 
 
 class MetricDeltaSerializer(serializers.Serializer):
