@@ -319,6 +319,11 @@ CELERY_BEAT_SCHEDULE["fleet-prune-telemetry"] = {"task": "fleet.prune_telemetry"
 # expired (its worker died) the next resume hands the rollout to another worker.
 TIERGATE_ROLLOUT_LEASE_S = env_int("TIERGATE_ROLLOUT_LEASE_S", 15, minimum=2)
 CELERY_BEAT_SCHEDULE["tuning-resume-rollouts"] = {"task": "tuning.resume_rollouts", "schedule": 5.0}
+# Sweeps: leased like rollouts, resumed by the same kind of beat; a trial's version (and the
+# base at the end) must be applied and the node healthy within the apply timeout.
+TIERGATE_SWEEP_LEASE_S = env_int("TIERGATE_SWEEP_LEASE_S", 15, minimum=2)
+TIERGATE_SWEEP_APPLY_TIMEOUT_S = env_int("TIERGATE_SWEEP_APPLY_TIMEOUT_S", 600, minimum=5)
+CELERY_BEAT_SCHEDULE["bench-resume-sweeps"] = {"task": "bench.resume_sweeps", "schedule": 5.0}
 # A benchmark whose worker died is marked failed within a minute or so (DESIGN.md 8).
 CELERY_BEAT_SCHEDULE["bench-detect-lost-runs"] = {
     "task": "bench.detect_lost_runs",

@@ -13,3 +13,9 @@ class BenchConfig(AppConfig):
     label = "bench"
     verbose_name = "Benchmarks"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from console.bench.sweeps import guards, tasks  # noqa: F401  (tasks: Celery finds them)
+
+        # No hand change, and no rollout, on a node while a sweep runs on it.
+        guards.register()

@@ -12,7 +12,7 @@ that kind (docs/protocol.md).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 from django.db import transaction
@@ -21,7 +21,7 @@ from django.http import HttpRequest
 from console.audit.choices import Action
 from console.audit.services import record
 from console.fleet.models import Node
-from console.fleet.services import FleetError
+from console.fleet.services import HAND_CHANGE_CHECKS, FleetError, check_hand_change
 
 DESIRED_KINDS = ("tier_config", "launch_profile")
 
@@ -67,18 +67,8 @@ def _check_kind(kind: str, kinds: Iterable[str] = DESIRED_KINDS) -> None:
         raise FleetError("kind", f"must be one of {', '.join(kinds)}")
 
 
-# Why a node's desired versions may not be changed by hand right now, asked of every app that
-# can own them: each check returns the reason or None. The tuning app adds its rollouts' (a
-# running rollout would wait for, or restore, the wrong thing) in its AppConfig.ready, so the
-# dependency stays one way, tuning -> fleet.
-HAND_CHANGE_CHECKS: list[Callable[[Node], str | None]] = []
-
-
-def _check_hand_change(node: Node) -> None:
-    for check in HAND_CHANGE_CHECKS:
-        reason = check(node)
-        if reason is not None:
-            raise FleetError("kind", reason)
+# The checks a hand change asks (services.HAND_CHANGE_CHECKS, where update_node asks them too).
+__all__ = ["HAND_CHANGE_CHECKS", "acknowledge_apply_error", "clear_desired", "unset_desired"]
 
 
 def unset_desired(node: Node, kind: str, user: Any, request: HttpRequest | None = None) -> Node:
@@ -87,7 +77,7 @@ def unset_desired(node: Node, kind: str, user: Any, request: HttpRequest | None 
     if getattr(node, f"desired_{kind}_id") is None:
         raise FleetError("kind", f"{node.name} desires no {kind.replace('_', ' ')}")
     with transaction.atomic():
-        _check_hand_change(node)
+        check_hand_change(node)
         clear_desired([node], [kind], user=user, reason="by hand", request=request)
     return node
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import shlex
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from django.core.exceptions import ValidationError
@@ -236,9 +236,28 @@ def rotate_node_token(node: Node, user: Any, request: HttpRequest | None = None)
     return token
 
 
+# Why a node's desired versions may not be changed by hand right now, asked of every app that
+# can own them: each check returns the reason or None. The tuning app adds its rollouts' (a
+# running rollout would wait for, or restore, the wrong thing) and the bench app its sweeps' in
+# their AppConfig.ready, so the dependency stays one way, tuning/bench -> fleet.
+HAND_CHANGE_CHECKS: list[Callable[[Node], str | None]] = []
+
+
+def check_hand_change(node: Node, field: str = "kind") -> None:
+    for check in HAND_CHANGE_CHECKS:
+        reason = check(node)
+        if reason is not None:
+            raise FleetError(field, reason)
+
+
 def update_node(node: Node, user: Any, request: HttpRequest | None = None, **fields: Any) -> Node:
     """Name, labels and desired versions change together or not at all."""
     with transaction.atomic():
+        for name in ("desired_tier_config", "desired_launch_profile"):
+            if name in fields:
+                value = getattr(fields[name], "pk", fields[name])
+                if value != getattr(node, f"{name}_id"):
+                    check_hand_change(node, name)
         before = node.audit_dict()
         for name in ("name", "labels"):
             if name in fields:

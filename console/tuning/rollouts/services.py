@@ -30,6 +30,7 @@ from console.audit.choices import Action
 from console.audit.services import record
 from console.fleet.choices import NodeMode, NodeStatus
 from console.fleet.models import Node
+from console.fleet.services import HAND_CHANGE_CHECKS
 from console.tuning.engine_check import profile_refusals
 from console.tuning.models import LaunchProfileVersion, TierConfigVersion
 from console.tuning.rollouts import guard
@@ -95,6 +96,11 @@ def _check_free(nodes: Sequence[Node]) -> None:
         raise RolloutError(
             "nodes", f"node {busy.node.name} is in unfinished {busy.rollout}; wait or abort it"
         )
+    for node in nodes:  # other owners of a node's desired versions (e.g. a running sweep)
+        for check in HAND_CHANGE_CHECKS:
+            reason = check(node)
+            if reason is not None:
+                raise RolloutError("nodes", reason)
 
 
 def _check_strategy(
