@@ -5,8 +5,7 @@ trial and puts the base back at the end): a change by hand would be measured as 
 and a rollout would fight the executor over the node. So:
 - `active_sweep_of` is one of fleet.desired.HAND_CHANGE_CHECKS (registered in the bench app's
   AppConfig.ready), which hand changes and rollouts ask before touching a node;
-- `node_busy` is what creating a sweep asks: an unfinished rollout or another active sweep on
-  the node refuses it.
+- creating a sweep asks the reverse (services.create_sweep: no rollout, no other sweep).
 The registration keeps the imports one way (bench -> tuning -> fleet): the rollouts never
 import the bench app, they ask the checks registered with the fleet.
 """
@@ -16,7 +15,6 @@ from __future__ import annotations
 from console.bench.sweeps.choices import ACTIVE
 from console.bench.sweeps.models import Sweep
 from console.fleet.models import Node
-from console.tuning.rollouts.services import unfinished_rollout_of
 
 
 def active_sweep_of(node: Node) -> str | None:
@@ -25,18 +23,6 @@ def active_sweep_of(node: Node) -> str | None:
     if sweep is None:
         return None
     return f"{node.name} is under {sweep} until it ends: cancel it first"
-
-
-def node_busy(node: Node, *, besides: int | None = None) -> str | None:
-    """Why a new sweep may not start on this node (a rollout, another sweep), or None."""
-    busy = unfinished_rollout_of(node)
-    if busy is not None:
-        return busy
-    others = Sweep.objects.filter(node=node, status__in=ACTIVE)
-    if besides is not None:
-        others = others.exclude(pk=besides)
-    other = others.order_by("pk").first()
-    return None if other is None else f"{node.name} is under {other}: wait or cancel it"
 
 
 def register() -> None:

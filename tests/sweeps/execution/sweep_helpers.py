@@ -63,52 +63,24 @@ def make_sweep(
     constraints: dict[str, Any] | None = None,
     repeats: int = 1,
     workload: dict[str, Any] | None = None,
-    start: bool = True,
 ) -> Any:
-    """A sweep of the node as an operator would create it (services.create_sweep)."""
-    from console.bench.services import validate_workload
-    from console.bench.sweeps import planner, tasks
-    from console.bench.sweeps.models import Sweep, SweepTrial
-    from console.bench.sweeps.spec import parse_spec
+    """A sweep of the node as an operator creates it: services.create_sweep, which queues it
+    for the Celery worker once committed."""
+    from console.bench.sweeps.services import create_sweep
 
-    spec = parse_spec(
+    return create_sweep(
         {
+            "name": f"test {kind}",
+            "node": swept.node.pk,
             "kind": kind,
             "variables": variables,
+            "workload": workload or WORKLOAD,
+            "repeats": repeats,
             "constraints": constraints or {},
             "objective": objective,
-        }
+        },
+        None,
     )
-    clean = validate_workload(
-        {**(workload or WORKLOAD), "base_url": swept.endpoint.base_url, "model": "demo"}
-    )
-    sweep = Sweep.objects.create(
-        name=f"test {kind}",
-        node=swept.node,
-        endpoint=swept.endpoint,
-        model="demo",
-        kind=kind,
-        base_tier_config=swept.tier_config,
-        base_launch_profile=swept.launch_profile,
-        variables=spec.variables_dicts(),
-        workload=clean,
-        repeats=repeats,
-        constraints=spec.constraints.to_dict(),
-        objective=objective,
-        trials_planned=planner.planned_count(spec),
-    )
-    base = sweep.base_version
-    SweepTrial.objects.create(
-        sweep=sweep,
-        index=0,
-        is_base=True,
-        values={},
-        document=base.config if kind == "tier_config" else base.args,
-        **{kind: base},
-    )
-    if start:
-        tasks.enqueue(sweep)
-    return sweep
 
 
 def wait_finished(sweep: Any, timeout: float = 120.0) -> Any:
