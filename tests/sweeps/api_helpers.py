@@ -112,3 +112,11 @@ def finish(sweep: Any, trials: list[dict[str, Any]], *, status: str = "succeeded
         status=status, restored=True, finished_at=timezone.now(), trials_done=len(trials) + 1
     )
     sweep.refresh_from_db()
+    seen(sweep.node)
+
+
+def seen(node: Any) -> None:
+    """As if its agent had just beaten (a rollout refuses a stale node)."""
+    from console.fleet.models import Node
+
+    Node.objects.filter(pk=node.pk).update(last_seen_at=timezone.now())

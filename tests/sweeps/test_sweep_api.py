@@ -46,6 +46,8 @@ def test_an_operator_creates_a_sweep_with_its_base_trial_and_it_is_queued_after_
     django_capture_on_commit_callbacks: Any,
 ) -> None:
     from console.audit.models import AuditEvent
+    from console.bench.sweeps.models import Sweep
+    from console.bench.sweeps.spec import Variable
 
     with django_capture_on_commit_callbacks(execute=True):
         response = api(operator).post(URL, body(setup["node"]), format="json")
@@ -73,6 +75,9 @@ def test_an_operator_creates_a_sweep_with_its_base_trial_and_it_is_queued_after_
     assert base["document"] == setup["tiers"].config
     assert base["tier_config"] == setup["tiers"].pk and base["status"]["value"] == "pending"
     assert base["url"].endswith(f"/api/v1/sweep-trials/{base['id']}/")
+    stored = Sweep.objects.get(pk=sweep["id"]).spec()  # what the executor plans from
+    assert stored.variables == (Variable(WAIT, (1, 5, 20)),) and stored.mode == "one"
+    assert stored.constraints.max_ttft_p99_ms == {"online": 500.0}
     event = AuditEvent.objects.get(object_type="bench.sweep", object_id=str(sweep["id"]))
     assert event.action == "create" and event.actor == operator
 
