@@ -171,7 +171,7 @@ class Executor:
         )
         if trial is None:
             done = [o for _, o in trials.outcomes(sweep)]
-            values = planner.next_trial(trials.spec_of(sweep), done)
+            values = planner.next_trial(sweep.spec(), done)
             if values is None:
                 self.decide(sweep, SweepStatus.SUCCEEDED, f"{len(done)} trial(s) measured")
                 return
@@ -320,7 +320,7 @@ class Executor:
             return SweepStatus.CANCELLED
         # Decided by a worker that died while restoring: failed if trials were left.
         done = [o for _, o in trials.outcomes(sweep)]
-        left = planner.next_trial(trials.spec_of(sweep), done)
+        left = planner.next_trial(sweep.spec(), done)
         return SweepStatus.SUCCEEDED if left is None else SweepStatus.FAILED
 
     def end(self, sweep: Sweep) -> None:

@@ -2,7 +2,6 @@
 its score. Each step is written to the trial's row before the next, so a resumed executor
 knows how far the last one got (console/bench/sweeps/executor.py).
 
-    spec_of(sweep) -> SweepSpec
     outcomes(sweep) -> [(trial, TrialOutcome)]       # the finished trials, by index
     new_trial(sweep, values) -> SweepTrial           # the planner's next assignment, stored
     version_of(sweep, trial) -> the version it runs  # made (and stored) on first use
@@ -29,24 +28,12 @@ from console.bench.models import BenchmarkRun, RequestSample, RunSeries
 from console.bench.sweeps import scoring
 from console.bench.sweeps.choices import SweepKind, TrialStatus
 from console.bench.sweeps.models import Sweep, SweepTrial
-from console.bench.sweeps.spec import SweepSpec, TrialOutcome, apply_values, parse_spec
+from console.bench.sweeps.spec import TrialOutcome, apply_values
 from console.tuning import services as tuning_services
 
 # Trials the planner has seen the end of (a cancelled one ends the sweep, so never replanned).
 PLANNED_FROM = (TrialStatus.SUCCEEDED, TrialStatus.FAILED, TrialStatus.SKIPPED)
 VERSION_NAME_MAX = 100
-
-
-def spec_of(sweep: Sweep) -> SweepSpec:
-    return parse_spec(
-        {
-            "kind": sweep.kind,
-            "mode": sweep.mode,
-            "variables": sweep.variables,
-            "constraints": sweep.constraints,
-            "objective": sweep.objective,
-        }
-    )
 
 
 def outcome_of(trial: SweepTrial) -> TrialOutcome:
@@ -197,7 +184,7 @@ def score(sweep: Sweep, series: RunSeries) -> dict[str, Any]:
         gpu_count=_gpu_count(measured[0]),
         user_speeds=[_decode_speed(r) for r in measured],
     )
-    spec = spec_of(sweep)
+    spec = sweep.spec()
     feasible, violations = scoring.evaluate(metrics, spec.constraints)
     if spec.constraints.max_error_rate is None:
         for run in runs:

@@ -202,7 +202,10 @@ class NodeSerializer(_AuditContext, serializers.ModelSerializer):
 
     def update(self, instance: Node, validated_data: dict[str, Any]) -> Node:
         user, request = self._who()
-        return services.update_node(instance, user, request, **validated_data)
+        try:
+            return services.update_node(instance, user, request, **validated_data)
+        except services.FleetError as exc:  # e.g. a sweep or a rollout owns its versions now
+            raise serializers.ValidationError({exc.field: exc.message}) from None
 
 
 class NodeKindSerializer(serializers.Serializer):
