@@ -31,7 +31,12 @@ def test_a_launch_profile_sweep_restarts_the_engine_and_finds_the_predicted_max_
     clients': throughput = max_num_seqs / 0.165 s, i.e. 1 -> ~6, 4 -> ~24, 16 -> ~97 req/s.
     The lowest online TTFT P99 goes the same way (a request waits behind the 16 - n others
     queued, (16 - n) / n x 165 ms: 1 -> ~2.5 s, 4 -> ~0.5 s, 16 -> one step or two), so the
-    sweep must choose max_num_seqs 16."""
+    sweep must choose max_num_seqs 16.
+
+    max_num_seqs 10000 passes the console's checks (the profile names no max_num_batched_tokens)
+    but the engine refuses it at start (its default 8192 batched tokens is below it): the
+    supervisor goes back to the engine it ran and reports the error, and that one trial fails
+    with the engine's words while the sweep goes on and ends on the base."""
     from console.bench.models import BenchmarkRun
     from console.bench.sweeps.choices import Objective, SweepKind
 
@@ -40,14 +45,17 @@ def test_a_launch_profile_sweep_restarts_the_engine_and_finds_the_predicted_max_
     sweep = make_sweep(
         swept,
         kind=SweepKind.LAUNCH_PROFILE,
-        variables=[{"path": "max_num_seqs", "values": [1, 4, 16]}],
+        variables=[{"path": "max_num_seqs", "values": [1, 4, 16, 10000]}],
         objective=Objective.MIN_ONLINE_TTFT_P99,
     )
     sweep = wait_finished(sweep, timeout=180)
     info = describe(sweep)
     assert sweep.status == "succeeded", info
     trials = by_value(sweep, "max_num_seqs")
-    assert set(trials) == {"base", 1, 4, 16}, info
+    assert set(trials) == {"base", 1, 4, 16, 10000}, info
+    refused = trials.pop(10000)
+    assert refused.status == "failed" and refused.series_id is None, info
+    assert "engine exited" in refused.error and "max_num_seqs (10000)" in refused.error, info
     assert all(t.status == "succeeded" and t.feasible for t in trials.values()), info
     assert sweep.best_trial_id == trials[16].pk, info
     p99 = {v: t.metrics["ttft_p99_ms"]["online"] for v, t in trials.items()}
