@@ -261,3 +261,21 @@ def test_the_schema_documents_the_sweep_endpoints(api: Any, viewer: Any) -> None
         paths
     )
     assert "post" in paths["/api/v1/sweeps/"]
+
+
+def test_the_admin_shows_sweeps_with_their_trials_read_only(
+    api: Any, operator: Any, admin_user: Any, setup: dict[str, Any]
+) -> None:
+    from django.test import Client
+
+    sweep = api(operator).post(URL, body(setup["node"]), format="json").json()
+    admin_user.is_staff = admin_user.is_superuser = True
+    admin_user.save()
+    client = Client()
+    client.force_login(admin_user)
+    assert "online wait" in client.get("/admin/bench/sweep/").content.decode()
+    assert client.get("/admin/bench/sweep/add/").status_code == 403
+    change = client.get(f"/admin/bench/sweep/{sweep['id']}/change/")
+    assert change.status_code == 200
+    page = change.content.decode()
+    assert "Save" not in page and "max_waiting_time_ms" in page
