@@ -53,6 +53,9 @@ from console.tuning.rollouts.plan import FAILED, HEALTHY, is_fresh, progress
 log = logging.getLogger(__name__)
 
 POLL_S = 0.25
+# A node silent this long while its version is awaited is not reporting (down, partitioned):
+# the wait ends then rather than at the apply timeout.
+NOT_REPORTING_S = 60.0
 LOST_WORKER = "the sweep's worker was lost during this run; the trial is measured again"
 
 
@@ -245,13 +248,15 @@ class Executor:
             set_desired(
                 [self.node(sweep)], user=sweep.created_by, reason=str(sweep), **{kind: version}
             )
-        since = self.now()
+        since = seen = self.now()
         timeout = apply_timeout_s()
         while True:
+            now = self.now()
+            facts = facts_of(self.node(sweep))
             verdict = progress(
-                facts_of(self.node(sweep)),
+                facts,
                 {kind: version.pk},
-                now=self.now(),
+                now=now,
                 since=since,
                 timeout_s=timeout,
                 fresh_s=fresh_s(),
@@ -260,6 +265,11 @@ class Executor:
                 return None
             if verdict.state == FAILED:
                 return f"{version}: {verdict.error}"
+            if is_fresh(facts, now, fresh_s()):
+                seen = now
+            elif (now - seen).total_seconds() > NOT_REPORTING_S:
+                # Agents beat on through an engine restart: this one is gone, not restarting.
+                return f"{version}: the agent has not reported for over {NOT_REPORTING_S:g} s"
             if cancellable and Sweep.objects.filter(pk=sweep.pk, cancel_requested=True).exists():
                 raise Cancelled
             self._pause()
