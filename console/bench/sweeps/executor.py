@@ -32,6 +32,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
+from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.db import OperationalError, connection, transaction
 from django.db.models import Q
@@ -225,8 +226,8 @@ class Executor:
             self.end_trial(trial, bench_s=bench_s, **trials.score(sweep, series))
         except Cancelled:
             self.end_trial(trial, status=TrialStatus.CANCELLED)
-        except (LeaseLost, OperationalError):
-            raise
+        except (LeaseLost, OperationalError, SoftTimeLimitExceeded):
+            raise  # the loop's: retry the step, stop, or end the sweep
         except Exception as exc:
             log.exception("%s: %s failed", sweep, trial)
             self.end_trial(trial, status=TrialStatus.FAILED, error=f"internal error: {exc!r}")
