@@ -60,7 +60,7 @@ def test_a_launch_profile_sweep_restarts_the_engine_and_finds_the_predicted_max_
     assert sweep.best_trial_id == trials[16].pk, info
     p99 = {v: t.metrics["ttft_p99_ms"]["online"] for v, t in trials.items()}
     rps = {v: t.metrics["throughput_rps"] for v, t in trials.items()}
-    assert p99[1] > 2 * p99[4] > 2 * p99[16], info
+    assert p99[1] > 2 * p99[4] and p99[4] > 1.5 * p99[16], info
     assert rps[4] > 2.5 * rps[1] and rps[16] > 1.8 * rps[4], info
     # Each trial's runs were measured against the engine the trial's profile started.
     for value, trial in trials.items():
