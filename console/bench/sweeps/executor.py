@@ -310,16 +310,20 @@ class Executor:
 
     def progress(self, sweep: Sweep) -> None:
         """trials_done, and the ETA: the mean wall time of the finished trials times the
-        trials left (the planned count is an upper bound)."""
+        trials left (the planned count is an upper bound), plus the restore at the end (as
+        long as a trial's apply: the same change, back)."""
         finished = list(
             sweep.trials.filter(
                 status__in=trials.PLANNED_FROM, started_at__isnull=False, finished_at__isnull=False
-            ).values_list("started_at", "finished_at")
+            ).values_list("started_at", "finished_at", "is_base", "apply_s")
         )
         done = sweep.trials.filter(status__in=trials.PLANNED_FROM).count()
-        walls = [(end - start).total_seconds() for start, end in finished]
+        walls = [(end - start).total_seconds() for start, end, _, _ in finished]
+        applies = [a for _, _, base, a in finished if not base and a is not None]
         left = max(sweep.trials_planned - done, 0)
-        eta = sum(walls) / len(walls) * left if walls else None
+        eta = None
+        if walls:
+            eta = sum(walls) / len(walls) * left + (sum(applies) / len(applies) if applies else 0)
         Sweep.objects.filter(pk=sweep.pk, status__in=ACTIVE).update(trials_done=done, eta_s=eta)
 
     # -- end -------------------------------------------------------------------------------

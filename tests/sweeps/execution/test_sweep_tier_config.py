@@ -16,6 +16,7 @@ from tests.sweeps.execution.sweep_helpers import (
     tier_config,
     wait_finished,
 )
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 PATH = "scheduler.admission.max_in_flight"
@@ -34,6 +35,7 @@ def test_a_hot_tier_config_sweep_finds_the_in_flight_cap_a_hand_calculation_pred
     ratios are asserted with wide margins."""
     from console.bench.models import BenchmarkRun
     from console.bench.sweeps.choices import Objective, SweepKind
+    from console.bench.sweeps.models import Sweep
 
     swept = swept_node(tier_config(max_in_flight=2))
     sweep = make_sweep(
@@ -43,6 +45,17 @@ def test_a_hot_tier_config_sweep_finds_the_in_flight_cap_a_hand_calculation_pred
         objective=Objective.MAX_THROUGHPUT,
         repeats=2,
     )
+    # Live progress: after the first trial, the ETA is the mean trial's wall time x 3 left.
+    progress = wait_for(
+        lambda: (
+            Sweep.objects.filter(pk=sweep.pk, trials_done__gte=1, eta_s__isnull=False)
+            .values("trials_done", "eta_s", "status")
+            .first()
+        ),
+        timeout=60,
+        what="the first trial to be counted",
+    )
+    assert progress["status"] != "running" or progress["eta_s"] > 0, progress
     sweep = wait_finished(sweep)
     info = describe(sweep)
     assert sweep.status == "succeeded", info
