@@ -79,7 +79,9 @@ def _hover(point: TrialPoint) -> str:
     return "<br>".join(lines)
 
 
-def plotted(points: Sequence[TrialPoint], x: Axis, y: Axis) -> list[tuple[TrialPoint, float, float]]:
+def plotted(
+    points: Sequence[TrialPoint], x: Axis, y: Axis
+) -> list[tuple[TrialPoint, float, float]]:
     """The trials that have both figures (a pending or failed trial has none)."""
     out = []
     for point in points:
@@ -89,7 +91,9 @@ def plotted(points: Sequence[TrialPoint], x: Axis, y: Axis) -> list[tuple[TrialP
     return out
 
 
-def front_indices(plotted_points: Sequence[tuple[TrialPoint, float, float]], x: Axis, y: Axis) -> list[int]:
+def front_indices(
+    plotted_points: Sequence[tuple[TrialPoint, float, float]], x: Axis, y: Axis
+) -> list[int]:
     """Trial indices on the Pareto front of the feasible trials, in x order."""
     feasible = [(p, vx, vy) for p, vx, vy in plotted_points if p.feasible]
     on_front = pareto_front([(vx, vy) for _, vx, vy in feasible], (x.minimize, y.minimize))
