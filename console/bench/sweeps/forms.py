@@ -16,13 +16,15 @@ from django.db.models import Q
 
 from console.bench.choices import Preset
 from console.bench.forms import WorkloadFields
-from console.bench.presets import PRESETS, preset_workload
+from console.bench.presets import PRESETS
 from console.bench.sweeps.choices import Objective, SweepKind, SweepMode
 from console.bench.sweeps.spec import FIXED_ARGS
 from console.fleet.models import Node
 from console.tuning.models import LaunchProfileVersion, TierConfigVersion
 from console.tuning.vllm_args import FIELD_NAMES
-from scheduler import ConfigError, effective_dict, parse_config
+from loadgen import SpecError
+from scheduler import ConfigError, parse_config
+from scheduler.config import effective_dict
 
 VARIABLE_SLOTS = 3
 CUSTOM = ""  # the preset field's "custom fields" choice
@@ -111,23 +113,21 @@ class NodeSelect(forms.Select):
         option = super().create_option(name, value, *args, **kwargs)
         node = getattr(value, "instance", None)
         if isinstance(node, Node):
-            tier, profile = base_versions(node)
-            option["attrs"]["data-tier-config"] = tier.pk if tier else ""
-            option["attrs"]["data-launch-profile"] = profile.pk if profile else ""
+            tier, profile = current_versions(node)
+            option["attrs"]["data-tier-config"] = tier.label if tier else ""
+            option["attrs"]["data-launch-profile"] = profile.label if profile else ""
         return option
 
 
-def base_versions(node: Node) -> tuple[TierConfigVersion | None, LaunchProfileVersion | None]:
-    """The node's current versions: what it is told to run, else what it reports running."""
-    return (
-        node.desired_tier_config or node.applied_tier_config,
-        node.desired_launch_profile or node.applied_launch_profile,
-    )
+def current_versions(node: Node) -> tuple[TierConfigVersion | None, LaunchProfileVersion | None]:
+    """The versions a sweep of the node starts from: the ones it is told to run (as
+    inputs.base_versions takes them)."""
+    return node.desired_tier_config, node.desired_launch_profile
 
 
 class NodeChoice(forms.ModelChoiceField):
     def label_from_instance(self, obj: Any) -> str:
-        tier, profile = base_versions(obj)
+        tier, profile = current_versions(obj)
         kinds = [
             f"{what} {v.label}"
             for what, v in (("tier config", tier), ("launch profile", profile))
@@ -164,8 +164,6 @@ class SweepForm(WorkloadFields):
         "name",
         "node",
         "kind",
-        "base_tier_config",
-        "base_launch_profile",
         "mode",
         *(f"var{i}_{part}" for i in range(1, VARIABLE_SLOTS + 1) for part in ("path", "values")),
         "preset",
@@ -180,35 +178,16 @@ class SweepForm(WorkloadFields):
     name = forms.CharField(max_length=200, required=False)
     node = NodeChoice(
         queryset=Node.objects.filter(
-            Q(desired_tier_config__isnull=False)
-            | Q(applied_tier_config__isnull=False)
-            | Q(desired_launch_profile__isnull=False)
-            | Q(applied_launch_profile__isnull=False)
+            Q(desired_tier_config__isnull=False) | Q(desired_launch_profile__isnull=False)
         )
-        .select_related(
-            "desired_tier_config",
-            "applied_tier_config",
-            "desired_launch_profile",
-            "applied_launch_profile",
-        )
+        .select_related("desired_tier_config", "desired_launch_profile")
         .order_by("name"),
         widget=NodeSelect,
-        help_text="Only nodes with a version of the chosen kind.",
+        help_text="Only nodes with a version of the chosen kind; the sweep starts from it "
+        "(the base) and puts the node back on it at the end.",
     )
     kind = forms.ChoiceField(
         choices=SweepKind.choices, initial=SweepKind.TIER_CONFIG, widget=forms.RadioSelect
-    )
-    base_tier_config = forms.ModelChoiceField(
-        queryset=TierConfigVersion.objects.order_by("name", "-version"),
-        required=False,
-        label="Base tier config",
-        help_text="Blank: the node's current one.",
-    )
-    base_launch_profile = forms.ModelChoiceField(
-        queryset=LaunchProfileVersion.objects.order_by("name", "-version"),
-        required=False,
-        label="Base launch profile",
-        help_text="Blank: the node's current one.",
     )
     mode = forms.ChoiceField(choices=SweepMode.choices, initial=SweepMode.ONE)
     var1_path, var1_values = _path_field(1), _values_field(1)
@@ -249,13 +228,10 @@ class SweepForm(WorkloadFields):
         kind = data.get("kind")
         if node is None or not kind:
             return data
-        field = f"base_{kind}"
-        if data.get(field) is None:
-            current = base_versions(node)[0 if kind == SweepKind.TIER_CONFIG else 1]
-            if current is None:
-                self.add_error("node", f"has no {SweepKind(kind).label.split(' (')[0].lower()}")
-                return data
-            data[field] = current
+        if current_versions(node)[0 if kind == SweepKind.TIER_CONFIG else 1] is None:
+            what = "tier config" if kind == SweepKind.TIER_CONFIG else "launch profile"
+            self.add_error("node", f"{node.name} has no {what} version to start from")
+            return data
         data["variables"] = self._variables(data)
         try:
             data["constraints"] = {
@@ -280,39 +256,44 @@ class SweepForm(WorkloadFields):
                 out.append({"path": path, "values": values})
         return out
 
-    def workload(self, base_url: str, model: str) -> tuple[str, dict[str, Any], dict[str, Any]]:
-        """(preset, workload, tier profiles) for the node's gateway; a custom workload's
-        errors land on its fields ({} then)."""
+    def workload(self) -> tuple[str, dict[str, Any] | None]:
+        """(preset, workload): a preset as it is (the service fills it in for the node's
+        gateway), or the custom fields' workload; a load-shape error lands on its field."""
         data = self.cleaned_data
         preset = data.get("preset") or CUSTOM
         if preset != CUSTOM:
-            workload, profiles = preset_workload(preset, base_url, model)
-            return preset, workload, profiles
+            return preset, None
         for required in ("prompt_tokens", "max_tokens"):
             if data.get(required) is None:
                 self.add_error(required, "required for a custom workload")
         if not self.is_valid():
-            return CUSTOM_PRESET, {}, {}
+            return CUSTOM_PRESET, None
         defaults = {"shared_prefix_tokens": 0, "arrival": "poisson"}
         filled = {**data, **{k: v for k, v in defaults.items() if data.get(k) in (None, "")}}
-        return CUSTOM_PRESET, self.custom_workload(filled, base_url, model), {}
+        try:
+            workload = self._workload_fields(filled)
+        except SpecError as exc:
+            self._add_spec_error(str(exc))
+            return CUSTOM_PRESET, None
+        for slo in ("slo_ttft_ms", "slo_tpot_ms"):
+            if data.get(slo) is not None:
+                workload[slo] = data[slo]
+        return CUSTOM_PRESET, workload
 
-    def document(self, workload: tuple[str, dict[str, Any], dict[str, Any]]) -> dict[str, Any]:
-        """The sweep as the API receives it."""
+    def document(self) -> dict[str, Any] | None:
+        """The sweep as the API receives it; None after putting errors on the fields."""
+        preset, workload = self.workload()
+        if not self.is_valid():
+            return None
         data = self.cleaned_data
-        preset, spec, profiles = workload
-        kind = data["kind"]
-        base = data[f"base_{kind}"]
         return {
             "name": data.get("name") or "",
             "node": data["node"].pk,
-            "kind": kind,
-            f"base_{kind}": base.pk,
+            "kind": data["kind"],
             "mode": data["mode"],
             "variables": data["variables"],
             "preset": preset,
-            "workload": spec,
-            "tier_profiles": profiles,
+            "workload": workload,
             "repeats": data["repeats"],
             "constraints": data["constraints"],
             "objective": data["objective"],
@@ -328,8 +309,10 @@ class SweepForm(WorkloadFields):
         name = field.removeprefix("constraints.").split(".")[0]
         if field.startswith("workload."):
             self._add_spec_error(f"{field.removeprefix('workload.')}: {message}")
-        elif field == "variables":
-            self.add_error("var1_values", message)
+        elif field == "variables":  # how many variables or trials: what the mode allows
+            self.add_error("mode", message)
+        elif field in ("endpoint", "model"):
+            self.add_error("node", message)
         elif name in self.fields:
             self.add_error(name, message)
         else:

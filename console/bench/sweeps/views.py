@@ -13,7 +13,6 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from console.bench import services as bench_services
 from console.bench import sides
 from console.bench.models import BenchmarkRun
 from console.bench.sweeps import charts, services
@@ -21,15 +20,15 @@ from console.bench.sweeps.choices import SweepKind, SweepStatus
 from console.bench.sweeps.forms import (
     SWEEPABLE_ARGS,
     SweepForm,
-    base_versions,
+    current_versions,
     tier_config_paths,
 )
 from console.bench.sweeps.models import Sweep, SweepTrial
-from console.core.ids import optional_id
+from console.bench.sweeps.services import _adoptable as check_adoptable
+from console.core.ids import id_or_none
 from console.core.roles import OPERATOR, VIEWER, has_role, require_role
 from console.core.tiers import tier_sort_key
-from console.fleet.choices import EndpointKind
-from console.fleet.models import Endpoint, Node
+from console.fleet.models import Node
 
 PER_PAGE = 25
 
@@ -49,8 +48,7 @@ def duration_text(seconds: float | None) -> str:
 
 def variables_text(variables: list[dict[str, Any]]) -> str:
     return "; ".join(
-        f"{v.get('path')} ∈ {{{', '.join(str(x) for x in v.get('values', []))}}}"
-        for v in variables
+        f"{v.get('path')} ∈ {{{', '.join(str(x) for x in v.get('values', []))}}}" for v in variables
     )
 
 
@@ -80,40 +78,29 @@ def sweep_list(request: HttpRequest) -> HttpResponse:
     )
 
 
-def _gateway(node: Node) -> Endpoint | None:
-    """The endpoint a sweep's benchmarks go to: the node's gateway."""
-    return (
-        Endpoint.objects.filter(node=node, kind=EndpointKind.GATEWAY).order_by("pk").first()
-    )
-
-
 def _initial(request: HttpRequest) -> dict[str, Any]:
-    """?node=<id>&kind=...: the node and its current version prefilled."""
+    """?node=<id>&kind=...: the node prefilled (and the kind it has a version of)."""
     initial: dict[str, Any] = {}
-    node_id = optional_id(request.GET.get("node"), "node")
-    node = Node.objects.filter(pk=node_id).first() if node_id else None
+    node = Node.objects.filter(pk=id_or_none(request.GET.get("node"))).first()
     if request.GET.get("kind") in SweepKind.values:
         initial["kind"] = request.GET["kind"]
     if node is not None:
-        tier, profile = base_versions(node)
-        initial.update(node=node, base_tier_config=tier, base_launch_profile=profile)
+        initial["node"] = node
+        tier, profile = current_versions(node)
         if "kind" not in initial and tier is None and profile is not None:
             initial["kind"] = SweepKind.LAUNCH_PROFILE
     return initial
 
 
-def _path_choices(form: SweepForm) -> dict[str, list[str]]:
-    """What the variable fields suggest, per kind: the numeric fields of the chosen (or
-    prefilled) base tier config, and the launch arguments a sweep may vary."""
-    base = form["base_tier_config"].value()
-    chosen = form.fields["base_tier_config"].queryset.filter(pk=optional_id(base, "base"))  # type: ignore[attr-defined]
-    version = chosen.first() if base not in (None, "") else None
-    if version is None:
-        version = form.initial.get("base_tier_config")
-    return {
-        SweepKind.TIER_CONFIG: tier_config_paths(version.config) if version else [],
-        SweepKind.LAUNCH_PROFILE: list(SWEEPABLE_ARGS),
-    }
+def _path_lists(form: SweepForm) -> dict[str, list[str]]:
+    """What the variable fields suggest: per node, the numeric fields of its base tier
+    config; for launch profiles, the arguments a sweep may vary."""
+    lists = {"lp": list(SWEEPABLE_ARGS)}
+    for node in form.fields["node"].queryset:  # type: ignore[attr-defined]
+        tier = node.desired_tier_config
+        if tier is not None:
+            lists[f"tc-{node.pk}"] = tier_config_paths(tier.config)
+    return lists
 
 
 @login_required
@@ -122,26 +109,28 @@ def sweep_create(request: HttpRequest) -> HttpResponse:
     require_role(request, OPERATOR)
     form = SweepForm(request.POST or None, initial=_initial(request))
     if request.method == "POST" and form.is_valid():
-        node: Node = form.cleaned_data["node"]
-        endpoint = _gateway(node)
-        if endpoint is None:
-            form.add_error("node", "has no gateway endpoint to send the trials' benchmarks to")
-        else:
-            model = bench_services.default_model(endpoint)
-            workload = form.workload(endpoint.base_url, model)
-            if form.is_valid():
-                document = {**form.document(workload), "endpoint": endpoint.pk, "model": model}
-                try:
-                    sweep = services.create_sweep(document, request.user, request)
-                except services.SweepError as exc:
-                    form.add_service_error(exc.field, exc.message)
-                else:
-                    messages.success(request, f"{sweep} queued: {sweep.trials_planned} trials.")
-                    return redirect("bench:sweep-detail", pk=sweep.pk)
+        document = form.document()
+        if document is not None:
+            try:
+                sweep = services.create_sweep(document, request.user, request)
+            except services.SweepError as exc:
+                form.add_service_error(exc.field, exc.message)
+            else:
+                messages.success(request, f"{sweep} queued: {sweep.trials_planned} trials at most.")
+                return redirect("bench:sweep-detail", pk=sweep.pk)
+    node = form["node"].value()
+    kind = form["kind"].value()
     return render(
         request,
         "bench/sweeps/sweep_form.html",
-        {"form": form, "path_choices": _path_choices(form)},
+        {
+            "form": form,
+            "path_lists": _path_lists(form),
+            "path_list": "lp"
+            if kind == SweepKind.LAUNCH_PROFILE
+            else f"tc-{getattr(node, 'pk', node)}",
+        },
+        status=400 if request.method == "POST" else 200,
     )
 
 
@@ -185,7 +174,7 @@ def _trial_rows(sweep: Sweep, trials: list[SweepTrial]) -> dict[str, Any]:
                 "runs": runs.get(trial.series_id or 0, []),
                 "ttft": [ttft.get(tier) for tier in tiers],
                 "best": trial.pk == sweep.best_trial_id,
-                "adoptable": services.can_adopt(sweep, trial),
+                "adoptable": adoptable(sweep, trial),
                 "compare_base": (
                     f"a=s{base.series_id}&b=s{trial.series_id}"
                     if base is not None and base.series_id and trial.series_id and trial != base
@@ -196,10 +185,17 @@ def _trial_rows(sweep: Sweep, trials: list[SweepTrial]) -> dict[str, Any]:
     return {"rows": rows, "tiers": tiers, "base": base}
 
 
+def adoptable(sweep: Sweep, trial: SweepTrial) -> bool:
+    """Whether the trial gets an adopt button: services.adopt_trial would take it."""
+    try:
+        check_adoptable(sweep, trial)
+    except services.SweepError:
+        return False
+    return True
+
+
 def _live_context(request: HttpRequest, sweep: Sweep) -> dict[str, Any]:
-    trials = list(
-        sweep.trials.select_related("tier_config", "launch_profile").order_by("index")
-    )
+    trials = list(sweep.trials.select_related("tier_config", "launch_profile").order_by("index"))
     planned = max(sweep.trials_planned, len(trials), 1)
     return {
         "sweep": sweep,
@@ -274,7 +270,9 @@ def sweep_cancel(request: HttpRequest, pk: int) -> HttpResponse:
     except services.SweepError as exc:
         messages.error(request, exc.message)
     else:
-        messages.info(request, f"Cancel requested: {sweep} stops and puts the node back on its base.")
+        messages.info(
+            request, f"Cancel requested: {sweep} stops and puts the node back on its base."
+        )
     return redirect("bench:sweep-detail", pk=pk)
 
 
@@ -284,7 +282,7 @@ def sweep_adopt(request: HttpRequest, pk: int) -> HttpResponse:
     """Adopt a trial: a new version of the base's name, then a guarded rollout of it."""
     require_role(request, OPERATOR)
     sweep = _sweep(pk)
-    trial = sweep.trials.filter(pk=optional_id(request.POST.get("trial"), "trial")).first()
+    trial = sweep.trials.filter(pk=id_or_none(request.POST.get("trial"))).first()
     if trial is None:
         messages.error(request, "trial: choose a trial of this sweep to adopt.")
         return redirect("bench:sweep-detail", pk=pk)
