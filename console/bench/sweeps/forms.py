@@ -303,8 +303,12 @@ class SweepForm(WorkloadFields):
         """A service error naming an API field, shown next to the form's field for it."""
         match = re.fullmatch(r"variables\[(\d+)\]\.(path|values)(.*)", field)
         if match and int(match[1]) < VARIABLE_SLOTS:
-            slot, part, rest = int(match[1]) + 1, match[2], match[3].lstrip(".")
-            self.add_error(f"var{slot}_{part}", f"{rest}: {message}" if rest else message)
+            slot, part, rest = int(match[1]) + 1, match[2], match[3]
+            item = re.fullmatch(r"\[(\d+)\]", rest)
+            values = parse_values(str(self.data.get(f"var{slot}_values", "")))
+            if item and int(item[1]) < len(values):
+                message = f"value {values[int(item[1])]!r}: {message}"
+            self.add_error(f"var{slot}_{part}", message)
             return
         name = field.removeprefix("constraints.").split(".")[0]
         if field.startswith("workload."):
