@@ -89,3 +89,25 @@ def test_cancelling_a_running_sweep_asks_first(
     page.click("#cancel-sweep button")
     page.wait_for_selector("text=Cancel requested")
     assert Sweep.objects.get(pk=sweep.pk).cancel_requested
+
+
+def test_the_form_shows_only_nodes_with_a_version_of_the_chosen_kind(
+    transactional_db: None, operator: Any, browser_page: Any
+) -> None:
+    both = node_with_versions("node-both")
+    tiers_only = node_with_versions("node-tiers", profile=False)
+    page = browser_page
+    sign_in(page, "otto")
+    page.goto(f"/benchmarks/sweeps/new/?node={both.pk}", timeout=90_000)
+    hidden = "(v) => document.querySelector('select[name=node] option[value=\"' + v + '\"]').hidden"
+    assert page.evaluate(hidden, str(tiers_only.pk)) is False
+    assert page.get_attribute("input[name=var1_path]", "list") == f"sweep-paths-tc-{both.pk}"
+    assert both.desired_tier_config.label in page.inner_text("#base-version")
+    page.check("input[name=kind][value=launch_profile]")
+    assert page.evaluate(hidden, str(tiers_only.pk)) is True
+    assert page.get_attribute("input[name=var1_path]", "list") == "sweep-paths-lp"
+    assert both.desired_launch_profile.label in page.inner_text("#base-version")
+    # A preset hides the custom workload's fields; "custom" shows them.
+    assert not page.is_visible("input[name=prompt_tokens]")
+    page.select_option("select[name=preset]", "")
+    assert page.is_visible("input[name=prompt_tokens]")
