@@ -21,7 +21,6 @@ from django.utils import timezone
 from console.audit.choices import Action
 from console.audit.services import record
 from console.bench import services as bench_services
-from console.bench.sweeps import tasks
 from console.bench.sweeps.choices import ACTIVE, FINISHED, SweepKind, SweepStatus, TrialStatus
 from console.bench.sweeps.inputs import (
     SweepError,
@@ -42,24 +41,11 @@ from console.tuning.rollouts.choices import NodeSelection, StaleTargets
 from console.tuning.rollouts.models import Rollout
 from console.tuning.rollouts.targets import RolloutError
 
-__all__ = ["SweepError", "adopt_trial", "cancel_sweep", "create_sweep", "spec_of"]
+__all__ = ["SweepError", "adopt_trial", "cancel_sweep", "create_sweep"]
 
 
 def _user(user: Any) -> Any:
     return user if user is not None and getattr(user, "is_authenticated", False) else None
-
-
-def spec_of(sweep: Sweep) -> SweepSpec:
-    """The stored sweep's spec (checked when it was created)."""
-    return parse_spec(
-        {
-            "kind": sweep.kind,
-            "mode": sweep.mode,
-            "variables": sweep.variables,
-            "constraints": sweep.constraints,
-            "objective": sweep.objective,
-        }
-    )
 
 
 def _spec(data: Mapping[str, Any]) -> SweepSpec:
@@ -82,6 +68,13 @@ def _max_in_flight_default(launch_profile: Any) -> int | None:
 
 def _base_document(kind: str, tier_config: Any, launch_profile: Any) -> dict[str, Any]:
     return dict(tier_config.config if kind == SweepKind.TIER_CONFIG else launch_profile.args)
+
+
+def _enqueue(sweep: Sweep) -> None:
+    # Imported here: the task module imports the executor, which may need this module.
+    from console.bench.sweeps import tasks
+
+    tasks.enqueue(sweep)
 
 
 def _check_node_free(node: Node) -> None:
@@ -158,7 +151,7 @@ def create_sweep(data: Mapping[str, Any], user: Any, request: HttpRequest | None
             request=request,
             message=f"sweep of {node.name}: {sweep.trials_planned} trial(s) at most",
         )
-        transaction.on_commit(lambda: tasks.enqueue(sweep))
+        transaction.on_commit(lambda: _enqueue(sweep))
     return sweep
 
 
