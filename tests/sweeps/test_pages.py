@@ -246,3 +246,12 @@ def test_an_adoption_the_service_refuses_says_why_on_the_page(db: None, operator
     infeasible = sweep.trials.get(index=3)
     client.post(f"/benchmarks/sweeps/{sweep.pk}/adopt/", {"trial": infeasible.pk})
     assert not Rollout.objects.exists()
+
+
+def test_a_nodes_page_links_to_a_sweep_of_it(db: None, operator: Any, viewer: Any) -> None:
+    node = node_with_versions()
+    html = _client(operator).get(f"/fleet/nodes/{node.pk}/").content.decode()
+    assert f'id="sweep-node" href="/benchmarks/sweeps/new/?node={node.pk}"' in html
+    assert 'id="sweep-node"' not in _client(viewer).get(f"/fleet/nodes/{node.pk}/").content.decode()
+    form = _client(operator).get(f"/benchmarks/sweeps/new/?node={node.pk}").content.decode()
+    assert re.search(rf'<option value="{node.pk}"[^>]*selected', form)
