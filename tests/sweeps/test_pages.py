@@ -157,6 +157,7 @@ def test_the_detail_page_shows_trials_charts_verdict_and_adopt_buttons(
     rows = re.findall(r'<tr data-trial="(\d+)" data-feasible="(\w+)"', html)
     assert rows == [("0", "yes"), ("1", "yes"), ("2", "yes"), ("3", "no"), ("4", "no")]
     assert "online TTFT P99 900 ms &gt; cap 500 ms" in html
+    assert f'<code title="{PATH}=10">online.max_waiting_time_ms=10</code>' in html
     # Every trial's runs are linked, and each trial compares with the base.
     for trial in trials.values():
         for run in trial.series.runs.all():

@@ -46,6 +46,12 @@ def duration_text(seconds: float | None) -> str:
     return f"about {minutes // 60} h {minutes % 60} min"
 
 
+def short_values(values: dict[str, Any]) -> str:
+    """ "online.max_waiting_time_ms=5": a tier config path's last two parts, for the table
+    (the full path is in the cell's title)."""
+    return ", ".join(f"{'.'.join(p.split('.')[-2:])}={v}" for p, v in values.items())
+
+
 def variables_text(variables: list[dict[str, Any]]) -> str:
     return "; ".join(
         f"{v.get('path')} ∈ {{{', '.join(str(x) for x in v.get('values', []))}}}" for v in variables
@@ -173,6 +179,7 @@ def _trial_rows(sweep: Sweep, trials: list[SweepTrial]) -> dict[str, Any]:
                 "trial": trial,
                 "runs": runs.get(trial.series_id or 0, []),
                 "ttft": [ttft.get(tier) for tier in tiers],
+                "short": short_values(trial.values or {}),
                 "best": trial.pk == sweep.best_trial_id,
                 "adoptable": adoptable(sweep, trial),
                 "compare_base": (
