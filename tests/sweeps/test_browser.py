@@ -111,3 +111,24 @@ def test_the_form_shows_only_nodes_with_a_version_of_the_chosen_kind(
     assert not page.is_visible("input[name=prompt_tokens]")
     page.select_option("select[name=preset]", "")
     assert page.is_visible("input[name=prompt_tokens]")
+
+
+def test_the_running_sweeps_page_follows_its_progress(
+    transactional_db: None, viewer: Any, browser_page: Any
+) -> None:
+    sweep = finished_sweep(node_with_versions(), status=SweepStatus.RUNNING, with_runs=False)
+    page = browser_page
+    sign_in(page, "vera")
+    page.goto(f"/benchmarks/sweeps/{sweep.pk}/", timeout=90_000)
+    page.evaluate("window.__notReloaded = true")
+    # The ETA moves: the fragment changes in place.
+    Sweep.objects.filter(pk=sweep.pk).update(eta_s=65.0)
+    page.wait_for_function(
+        "document.querySelector('#sweep-progress').innerText.includes('ETA about 1 min 5 s')"
+    )
+    assert page.evaluate("window.__notReloaded") is True
+    # A trial finished: the page reloads once to redraw the charts with it.
+    Sweep.objects.filter(pk=sweep.pk).update(trials_done=3)
+    page.wait_for_function("window.__notReloaded === undefined", timeout=30_000)
+    page.wait_for_selector("#sweep-progress-text")
+    assert "3 / 5 trials" in page.inner_text("#sweep-progress-text")
