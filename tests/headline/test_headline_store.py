@@ -12,12 +12,12 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from console.bench.choices import RunStatus
-from console.bench.management.commands.headline import flags_to_args
+from console.bench.headline.store import flags_to_args
 from console.bench.models import BenchmarkRun
 from console.bench.sides import compare_runs
 from loadgen import RequestSample, summarize
 from perf.headline.__main__ import store_in_console
-from perf.headline.workload import MODEL, SEED_TIER_CONFIG, TIER_PROFILES, engine_flags
+from console.bench.headline.workload import MODEL, SEED_TIER_CONFIG, TIER_PROFILES, engine_flags
 
 
 def _arm_files(tmp: Path, key: str, policy: str, ttft: float, gateway: bool) -> dict[str, Any]:
@@ -84,11 +84,17 @@ def test_stored_arms_are_comparable_benchmark_runs(tmp_path: Path) -> None:
 
 
 @pytest.mark.django_db
-def test_the_command_only_stores_and_says_where_runs_come_from(tmp_path: Path) -> None:
-    with pytest.raises(CommandError, match="--from-workdir"):
-        call_command("headline")  # running the experiment is perf's side
-    with pytest.raises(CommandError, match=r"perf\.headline --workdir"):
+def test_the_command_refuses_bad_options_before_running_anything(tmp_path: Path) -> None:
+    with pytest.raises(CommandError, match=r"headline\.json: not found"):
         call_command("headline", from_workdir=tmp_path)
+    with pytest.raises(CommandError, match="--no-search"):
+        call_command("headline", engine="vllm", vllm_model="m", workdir=tmp_path)
+    with pytest.raises(CommandError, match="--vllm-model: required"):
+        call_command("headline", engine="vllm", no_search=True, workdir=tmp_path)
+    with pytest.raises(CommandError, match="--vllm-model: only with --engine vllm"):
+        call_command("headline", vllm_model="m", workdir=tmp_path)
+    assert not any(tmp_path.iterdir())  # nothing started, nothing written
+    assert BenchmarkRun.objects.count() == 0
 
 
 def test_flags_to_args() -> None:
