@@ -234,3 +234,9 @@ class RequestSample(models.Model):
             status=self.status,
             error=self.error or None,
         )
+
+
+# Sweeps live in their own package; imported here so Django registers them with the app.
+from console.bench.sweeps.models import Sweep, SweepTrial  # noqa: E402
+
+__all__ = ["BenchmarkRun", "RequestSample", "RunSeries", "Sweep", "SweepTrial"]
