@@ -13,11 +13,11 @@ from django.core.management import CommandError, call_command
 
 from console.bench.choices import RunStatus
 from console.bench.headline.store import flags_to_args
+from console.bench.headline.workload import MODEL, SEED_TIER_CONFIG, TIER_PROFILES, engine_flags
 from console.bench.models import BenchmarkRun
 from console.bench.sides import compare_runs
 from loadgen import RequestSample, summarize
 from perf.headline.__main__ import store_in_console
-from console.bench.headline.workload import MODEL, SEED_TIER_CONFIG, TIER_PROFILES, engine_flags
 
 
 def _arm_files(tmp: Path, key: str, policy: str, ttft: float, gateway: bool) -> dict[str, Any]:

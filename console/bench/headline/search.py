@@ -1,34 +1,47 @@
-"""The two searches the experiment does before its arms: where the engine saturates, and the
-best tier config for this workload.
+"""The best tier config for the headline's workload: coordinate descent from seed 000's config,
+one variable at a time (the seed's own rule: change one thing per benchmark), each trial a short
+run of the arms' workload through the gateway.
 
-Saturation (`find_saturation`): a short closed-loop probe (concurrency 2 x max_num_seqs)
-gives a first throughput estimate; then Poisson steps straight to the FCFS engine, 10% apart,
-each a few seconds, until the engine stops keeping up (requests finished per second inside the
-window below 90% of those sent per second, or TTFT P50 past 4x the first step's and 100 ms: the
-queue is growing). The saturation throughput is the highest finishing rate any step achieved.
+The descent is the sweeps' own (console/bench/sweeps/planner.py, COORDINATE mode: each value on
+top of the best feasible assignment so far, kept when it beats it on the objective), so the
+console's sweeps and the headline share one definition. A coordinate is named by a label
+(`max_awaiting_first_token`, `waits`) and its values are labels of config transforms
+(`candidate_axes`), which the planner treats as opaque; a trial's document is seed 000's config
+with the transforms of its assignment applied in the axes' order.
 
-Tier config (`search_tier_config`): coordinate descent from seed 000's config, one variable at
-a time (the seed's own rule: change one thing per benchmark), each trial a short run of the
-arms' workload through the gateway. A trial's score is online TTFT P99; a trial only counts if
-its requests finished per second inside the window are at least `THROUGHPUT_FLOOR` x the best
-seen so far, nothing was rejected, and the batch and offline TTFT P99 stay within
-`TIER_COST_CAP` x the seed config's: the winner cannot buy online latency with lost work or by
-parking the whole backlog on one tier.
+Scoring is the sweeps' too (scoring.py): objective lowest online TTFT P99, and a trial is
+feasible under `acceptance(...)`'s constraints, the headline's rule resolved against what was
+measured: nothing rejected or failed (error rate 0), requests finished per second inside the
+window at least `THROUGHPUT_FLOOR` x the best any trial reached so far (this one included), and
+batch and offline TTFT P99 within `TIER_COST_CAP` x the seed config's trial: the winner cannot
+buy online latency with lost work or by parking the whole backlog on one tier.
+
+A trial's throughput is the engine's delivery rate inside the window (ArmOutcome.
+done_in_window_rps): the loadgen's own figure also counts the drain after the deadline, which in
+a short trial is mostly how long the last offline request waited, not how much work the engine
+did. Its error rate counts the gateway's rejections as well as the client's failures.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from console.bench.headline.arms import Arm, Setup, run_arm
+from console.bench.headline.arms import Arm, ArmOutcome, Setup, run_arm
 from console.bench.headline.workload import SEED_TIER_CONFIG, TIERS, with_admission, with_waits
+from console.bench.sweeps import planner, scoring
+from console.bench.sweeps.choices import Objective, SweepKind, SweepMode
+from console.bench.sweeps.spec import Constraints, SweepSpec, TrialOutcome, Variable
 
 THROUGHPUT_FLOOR = 0.97
 TIER_COST_CAP = 1.5
+OBJECTIVE = Objective.MIN_ONLINE_TTFT_P99
 INF = float("inf")
 Log = Callable[[str], None]
 Transform = Callable[[dict[str, Any]], dict[str, Any]]
+Axes = Sequence[tuple[str, Sequence[tuple[str, Transform]]]]
+# A trial's run: (its index, label, tier config) -> its metrics (trial_metrics).
+Measure = Callable[[int, str, dict[str, Any]], dict[str, Any]]
 
 
 def candidate_axes() -> list[tuple[str, list[tuple[str, Transform]]]]:
@@ -60,26 +73,81 @@ def candidate_axes() -> list[tuple[str, list[tuple[str, Transform]]]]:
     ]
 
 
-def search_tier_config(
-    setup: Setup, *, policy: str, trial_s: float, log: Log = print
-) -> dict[str, Any]:
-    """Coordinate descent over admission settings and waits; returns the best config and
-    every trial."""
-    trials: list[dict[str, Any]] = []
+def spec_of(axes: Axes) -> SweepSpec:
+    """The axes as the planner's coordinate-descent spec (constraints resolve per trial)."""
+    variables = tuple(Variable(axis, tuple(label for label, _ in values)) for axis, values in axes)
+    return SweepSpec(SweepKind.TIER_CONFIG, SweepMode.COORDINATE, variables, objective=OBJECTIVE)
 
-    def trial(label: str, cfg: dict[str, Any]) -> dict[str, Any]:
-        arm = Arm("t", f"trial-{len(trials)}", label, policy, cfg)
-        out = run_arm(arm, setup, duration_s=trial_s)
-        overall = out.tier_row("overall")
+
+def document(axes: Axes, assignment: Mapping[str, Any]) -> dict[str, Any]:
+    """Seed 000's config with the assignment's transforms, in the axes' order."""
+    cfg = SEED_TIER_CONFIG
+    for axis, values in axes:
+        if axis in assignment:
+            cfg = dict(values)[assignment[axis]](cfg)
+    return cfg
+
+
+def trial_metrics(outcome: ArmOutcome) -> dict[str, Any]:
+    """scoring.trial_metrics of the run, with the headline's throughput and error rate."""
+    metrics = scoring.trial_metrics([outcome.result.summary])
+    overall = outcome.tier_row("overall")
+    requests = max(int(overall["requests"]), 1)
+    metrics["loadgen_throughput_rps"] = metrics["throughput_rps"]
+    metrics["throughput_rps"] = outcome.done_in_window_rps()
+    metrics["rejected_or_failed"] = int(overall["rejected"]) + int(overall["errors"])
+    metrics["error_rate"] = max(metrics["error_rate"] or 0.0, int(overall["rejected"]) / requests)
+    return metrics
+
+
+def acceptance(seed: Mapping[str, Any], top_rps: float) -> Constraints:
+    """The headline's rule as the sweeps' constraints, resolved against the seed config's
+    trial and the best throughput so far."""
+    seed_p99 = seed.get("ttft_p99_ms") or {}
+    caps = {t: TIER_COST_CAP * seed_p99[t] for t in TIERS[1:] if seed_p99.get(t) is not None}
+    return Constraints(
+        min_throughput_rps=THROUGHPUT_FLOOR * top_rps, max_error_rate=0.0, max_ttft_p99_ms=caps
+    )
+
+
+def describe(assignment: Mapping[str, Any]) -> list[str]:
+    return [f"{axis}={value}" for axis, value in assignment.items()]
+
+
+def descend(axes: Axes, measure: Measure, log: Log = print) -> dict[str, Any]:
+    """Ask the planner for each trial until it is done; measure, score and record each."""
+    spec = spec_of(axes)
+    outcomes: list[TrialOutcome] = []
+    trials: list[dict[str, Any]] = []
+    seed: dict[str, Any] = {}
+    top_rps = 0.0
+    while (assignment := planner.next_trial(spec, outcomes)) is not None:
+        kept = describe(planner.best_assignment(spec, outcomes)) if outcomes else []
+        changed = [f"{a}={v}" for a, v in assignment.items() if f"{a}={v}" not in kept]
+        label = (
+            f"{', '.join(changed)} (on: {', '.join(kept) or 'seed'})"
+            if assignment
+            else "seed 000 config"
+        )
+        cfg = document(axes, assignment)
+        metrics = measure(len(trials), label, cfg)
+        seed = seed or metrics
+        top_rps = max(top_rps, metrics["throughput_rps"])
+        feasible, violations = scoring.evaluate(metrics, acceptance(seed, top_rps))
+        value = scoring.objective_value(metrics, OBJECTIVE)
+        outcomes.append(TrialOutcome(assignment, feasible, value))
+        p99 = metrics["ttft_p99_ms"]
         record = {
             "label": label,
+            "values": assignment,
             "config": cfg,
-            **{f"{t}_ttft_p99_ms": out.tier_row(t)["ttft_p99_ms"] or INF for t in TIERS},
-            # The engine's delivery rate inside the window: the loadgen's own figure also
-            # counts the drain after the deadline, which in a short trial is mostly how long
-            # the last offline request waited, not how much work the engine did.
-            "done_in_window_rps": out.done_in_window_rps(),
-            "rejected_or_failed": int(overall["rejected"]) + int(overall["errors"]),
+            **{f"{t}_ttft_p99_ms": p99.get(t) if p99.get(t) is not None else INF for t in TIERS},
+            "done_in_window_rps": metrics["throughput_rps"],
+            "rejected_or_failed": metrics["rejected_or_failed"],
+            "accepted": feasible,
+            "violations": violations,
+            "objective_value": value,
+            "metrics": metrics,
         }
         trials.append(record)
         log(
@@ -87,43 +155,36 @@ def search_tier_config(
             f"{record['batch_ttft_p99_ms']:6.0f} / offline {record['offline_ttft_p99_ms']:6.0f} "
             f"ms, {record['done_in_window_rps']:6.2f} done/s, "
             f"{record['rejected_or_failed']} rejected/failed"
+            + (f"; refused: {'; '.join(violations)}" if violations else "")
         )
-        return record
-
-    best_cfg = SEED_TIER_CONFIG
-    seed = best = trial("seed 000 config", best_cfg)
-    top_rps = seed["done_in_window_rps"]
-    path = ["seed 000 config"]
-
-    def acceptable(r: dict[str, Any]) -> bool:
-        # No lost work, and no other tier pays more than TIER_COST_CAP x what it pays under the
-        # seed's config: under overload the backlog has to wait somewhere, and a config that
-        # parks all of it on offline would win on online alone.
-        return (
-            r["rejected_or_failed"] == 0
-            and r["done_in_window_rps"] >= THROUGHPUT_FLOOR * top_rps
-            and all(
-                r[f"{t}_ttft_p99_ms"] <= TIER_COST_CAP * seed[f"{t}_ttft_p99_ms"] for t in TIERS[1:]
-            )
-        )
-
-    for axis, values in candidate_axes():
-        for value_label, transform in values:
-            cfg = transform(best_cfg)
-            r = trial(f"{axis}={value_label} (on: {', '.join(path[1:]) or 'seed'})", cfg)
-            top_rps = max(top_rps, r["done_in_window_rps"])
-            r["accepted"] = acceptable(r)
-            if r["accepted"] and r["online_ttft_p99_ms"] < best["online_ttft_p99_ms"]:
-                best_cfg, best = cfg, r
-                chosen = f"{axis}={value_label}"
-                path = [*path[:1], *[p for p in path[1:] if not p.startswith(axis + "=")], chosen]
+    best_values = planner.best_assignment(spec, outcomes)
+    best = next(t for t in trials if t["values"] == best_values)
     return {
-        "engine_policy": policy,
-        "trial_seconds": trial_s,
+        "planner": {"mode": spec.mode, "objective": spec.objective,
+                    "variables": spec.variables_dicts()},
         "throughput_floor": THROUGHPUT_FLOOR,
         "tier_cost_cap": TIER_COST_CAP,
         "trials": trials,
-        "best_config": best_cfg,
-        "best_path": path,
+        "best_config": best["config"],
+        "best_path": ["seed 000 config", *describe(best_values)],
         "best_trial": best,
-    }
+    }  # fmt: skip
+
+
+def search_tier_config(
+    setup: Setup,
+    *,
+    policy: str,
+    trial_s: float,
+    log: Log = print,
+    axes: Axes | None = None,
+) -> dict[str, Any]:
+    """The descent over `axes` (default: candidate_axes()), each trial a `trial_s` run through
+    a fresh gateway and engine on `policy`; returns the best config and every trial."""
+
+    def measure(index: int, label: str, cfg: dict[str, Any]) -> dict[str, Any]:
+        arm = Arm("t", f"trial-{index}", label, policy, cfg)
+        return trial_metrics(run_arm(arm, setup, duration_s=trial_s))
+
+    found = descend(candidate_axes() if axes is None else axes, measure, log)
+    return {"engine_policy": policy, "trial_seconds": trial_s, **found}
