@@ -43,6 +43,23 @@ def _seed(admin: Any) -> dict[str, int]:
     rollout = create_rollout(tier_config=tiers, stale_targets="include", user=admin, start=False)
     run = create_run(endpoint=endpoint, workload={"requests": 1}, user=admin, enqueue=False)
     from console.audit.models import AuditEvent
+    from console.bench.sweeps.models import Sweep, SweepTrial
+
+    # Written directly: create_sweep refuses a node under the unfinished rollout above.
+    sweep = Sweep.objects.create(
+        node=node,
+        endpoint=endpoint,
+        model="m",
+        kind="tier_config",
+        base_tier_config=tiers,
+        variables=[{"path": "scheduler.queues.online.max_waiting_time_ms", "values": [1, 5]}],
+        workload=run.workload,
+        trials_planned=3,
+        created_by=admin,
+    )
+    trial = SweepTrial.objects.create(
+        sweep=sweep, index=0, is_base=True, document=tiers.config, tier_config=tiers
+    )
 
     return {
         "nodes": node.pk,
@@ -52,6 +69,8 @@ def _seed(admin: Any) -> dict[str, int]:
         "launch-profiles": profile.pk,
         "rollouts": rollout.pk,
         "benchmarks": run.pk,
+        "sweeps": sweep.pk,
+        "sweep-trials": trial.pk,
         "audit-events": AuditEvent.objects.order_by("pk").values_list("pk", flat=True).first(),
     }
 

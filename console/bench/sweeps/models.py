@@ -16,6 +16,7 @@ from django.conf import settings
 from django.db import models
 
 from console.bench.choices import Preset
+from console.bench.sweeps import spec as sweep_spec
 from console.bench.sweeps.choices import (
     ACTIVE,
     FINISHED,
@@ -117,6 +118,18 @@ class Sweep(models.Model):
         if self.kind == SweepKind.TIER_CONFIG:
             return self.base_tier_config
         return self.base_launch_profile
+
+    def spec(self) -> sweep_spec.SweepSpec:
+        """What it searches, parsed from the stored fields (checked when it was created)."""
+        return sweep_spec.parse_spec(
+            {
+                "kind": self.kind,
+                "mode": self.mode,
+                "variables": self.variables,
+                "constraints": self.constraints,
+                "objective": self.objective,
+            }
+        )
 
     def audit_dict(self) -> dict[str, Any]:
         return {
