@@ -22,12 +22,10 @@ LOAD_MODES = [
 ]
 
 
-class RunForm(forms.Form):
-    endpoint = forms.ModelChoiceField(queryset=Endpoint.objects.order_by("kind", "name"))
-    model = forms.CharField(
-        max_length=200, required=False, help_text="Blank: the endpoint's default model."
-    )
-    label = forms.CharField(max_length=200, required=False)
+class WorkloadFields(forms.Form):
+    """A custom workload's fields and how they become a WorkloadSpec dict: the run form's and
+    the sweep form's (console/bench/sweeps/forms.py) one definition."""
+
     load = forms.ChoiceField(
         choices=LOAD_MODES,
         required=False,
@@ -55,75 +53,28 @@ class RunForm(forms.Form):
     temperature = forms.FloatField(required=False, min_value=0)
     slo_ttft_ms = forms.FloatField(required=False, min_value=0, label="SLO: TTFT (ms)")
     slo_tpot_ms = forms.FloatField(required=False, min_value=0, label="SLO: TPOT (ms)")
-    settings_json = forms.CharField(
-        required=False,
-        widget=forms.Textarea(attrs={"rows": 6}),
-        label="Seed 003 settings.json",
-        help_text=(
-            "Paste a client settings.json (api / load_test / workload); "
-            "it replaces the load fields above."
-        ),
-    )
-    settings_file = forms.FileField(required=False, label="…or upload it")
-    notes = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
 
-    def _settings(self) -> dict[str, Any] | None:
-        text = self.cleaned_data.get("settings_json") or ""
-        upload = self.cleaned_data.get("settings_file")
-        if upload is not None:
-            if upload.size > MAX_SETTINGS_BYTES:
-                self.add_error("settings_file", "larger than 256 KiB")
-                return None
-            text = upload.read().decode("utf-8", errors="replace")
-        if not text.strip():
-            return None
+    def custom_workload(self, data: dict[str, Any], base_url: str, model: str) -> dict[str, Any]:
+        """The fields' workload, validated as a run would store it; {} after adding the
+        errors (each on the field that caused it)."""
         try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            self.add_error(
-                "settings_file" if upload else "settings_json",
-                f"not JSON: {exc.msg} (line {exc.lineno})",
-            )
-            return None
-        if not isinstance(data, dict):
-            self.add_error("settings_json", "must be a JSON object")
-            return None
-        return data
-
-    def clean(self) -> dict[str, Any]:
-        data = super().clean()
-        endpoint: Endpoint | None = data.get("endpoint")
-        if endpoint is None or self.errors:
-            return data
-        model = data.get("model") or services.default_model(endpoint)
-        if not model:
-            self.add_error("model", "required: the endpoint names no default model")
-            return data
-        data["model"] = model
-        settings = self._settings()
-        if self.errors:
-            return data
-        try:
-            if settings is not None:
-                spec = from_seed003_settings(settings, base_url=endpoint.base_url, model=model)
-                workload = spec.to_dict()
-                data["preset"] = Preset.SEED003_SETTINGS
-            else:
-                workload = self._workload_fields(data)
-                data["preset"] = Preset.CUSTOM
+            workload = self._workload_fields(data)
         except SpecError as exc:
             self._add_spec_error(str(exc))
-            return data
+            return {}
+        return self.validated(workload, data, base_url, model)
+
+    def validated(
+        self, workload: dict[str, Any], data: dict[str, Any], base_url: str, model: str
+    ) -> dict[str, Any]:
         for slo in ("slo_ttft_ms", "slo_tpot_ms"):
             if data.get(slo) is not None:
                 workload[slo] = data[slo]
         try:
-            data["workload"] = services.validate_workload(
-                {**workload, "base_url": endpoint.base_url, "model": model}
-            )
+            return services.validate_workload({**workload, "base_url": base_url, "model": model})
         except services.RunError as exc:
             self._add_spec_error(f"{exc.field.removeprefix('workload.')}: {exc.message}")
-        return data
+            return {}
 
     def _workload_fields(self, data: dict[str, Any]) -> dict[str, Any]:
         stages = parse_stages(data.get("stages") or "")
@@ -181,6 +132,76 @@ class RunForm(forms.Form):
             self.add_error(field, rule)
         else:
             self.add_error(None, message)
+
+
+class RunForm(WorkloadFields):
+    field_order = ["endpoint", "model", "label"]
+
+    endpoint = forms.ModelChoiceField(queryset=Endpoint.objects.order_by("kind", "name"))
+    model = forms.CharField(
+        max_length=200, required=False, help_text="Blank: the endpoint's default model."
+    )
+    label = forms.CharField(max_length=200, required=False)
+    settings_json = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 6}),
+        label="Seed 003 settings.json",
+        help_text=(
+            "Paste a client settings.json (api / load_test / workload); "
+            "it replaces the load fields above."
+        ),
+    )
+    settings_file = forms.FileField(required=False, label="…or upload it")
+    notes = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
+
+    def _settings(self) -> dict[str, Any] | None:
+        text = self.cleaned_data.get("settings_json") or ""
+        upload = self.cleaned_data.get("settings_file")
+        if upload is not None:
+            if upload.size > MAX_SETTINGS_BYTES:
+                self.add_error("settings_file", "larger than 256 KiB")
+                return None
+            text = upload.read().decode("utf-8", errors="replace")
+        if not text.strip():
+            return None
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            self.add_error(
+                "settings_file" if upload else "settings_json",
+                f"not JSON: {exc.msg} (line {exc.lineno})",
+            )
+            return None
+        if not isinstance(data, dict):
+            self.add_error("settings_json", "must be a JSON object")
+            return None
+        return data
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        endpoint: Endpoint | None = data.get("endpoint")
+        if endpoint is None or self.errors:
+            return data
+        model = data.get("model") or services.default_model(endpoint)
+        if not model:
+            self.add_error("model", "required: the endpoint names no default model")
+            return data
+        data["model"] = model
+        settings = self._settings()
+        if self.errors:
+            return data
+        if settings is None:
+            data["preset"] = Preset.CUSTOM
+            data["workload"] = self.custom_workload(data, endpoint.base_url, model)
+            return data
+        try:
+            workload = from_seed003_settings(settings, base_url=endpoint.base_url, model=model)
+        except SpecError as exc:
+            self._add_spec_error(str(exc))
+            return data
+        data["preset"] = Preset.SEED003_SETTINGS
+        data["workload"] = self.validated(workload.to_dict(), data, endpoint.base_url, model)
+        return data
 
 
 class QuickRunForm(forms.Form):

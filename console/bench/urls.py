@@ -1,10 +1,11 @@
-"""Pages under /benchmarks/."""
+"""Pages under /benchmarks/, sweep pages (bench:sweep-*) included."""
 
 from __future__ import annotations
 
 from django.urls import path
 
 from console.bench import views
+from console.bench.sweeps.urls import urlpatterns as sweep_urls
 
 app_name = "bench"
 urlpatterns = [
@@ -21,4 +22,5 @@ urlpatterns = [
     path("<int:pk>/cancel/", views.run_cancel, name="run-cancel"),
     path("<int:pk>/export.json", views.run_export_json, name="run-export-json"),
     path("<int:pk>/export.csv", views.run_export_csv, name="run-export-csv"),
+    *sweep_urls,
 ]

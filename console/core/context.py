@@ -17,6 +17,7 @@ NAV_ITEMS: list[tuple[str, str, str]] = [
     ("Tier configs", "tuning:tierconfig-list", VIEWER),
     ("Launch profiles", "tuning:launchprofile-list", VIEWER),
     ("Benchmarks", "bench:run-list", VIEWER),
+    ("Sweeps", "bench:sweep-list", VIEWER),
     ("Playground", "playground:index", OPERATOR),
     ("Rollouts", "tuning:rollout-list", VIEWER),
     ("Audit", "audit:event-list", OPERATOR),

@@ -1,6 +1,8 @@
 """No import circles between the project's modules or apps, and the layering of DESIGN.md 2:
 scheduler/ imports nothing of the project, gpu_agent/ only scheduler/, the load generator
-nothing, the console never gpu_agent/ nor perf/, and the product never perf/."""
+nothing, the console never gpu_agent/ nor perf/, and the product never perf/ nor tools/ (neither
+is in the Docker image: `manage.py headline` runs from the image, tests/headline/
+test_headline_image.py)."""
 
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ MAY_IMPORT = {
 
 @pytest.fixture(scope="module")
 def graph() -> Graph:
-    return import_graph(ROOT, [*PRODUCT, "perf"])
+    return import_graph(ROOT, [*PRODUCT, "perf", "tools"])
 
 
 def app_of(module: str) -> str:
@@ -49,16 +51,21 @@ def test_no_app_or_package_imports_in_a_circle(graph: Graph) -> None:
     assert not found, "circles between apps:\n" + "\n".join(" -> ".join(c) for c in found)
 
 
-@pytest.mark.parametrize("package", PRODUCT)
-def test_each_package_imports_only_what_design_2_allows(graph: Graph, package: str) -> None:
+def wrong_imports(graph: Graph, package: str) -> list[str]:
     allowed = MAY_IMPORT[package] | {package}
-    wrong = sorted(
+    return sorted(
         f"{module} -> {target}"
         for module, targets in graph.items()
         if module.split(".")[0] == package
         for target in targets
         if target.split(".")[0] not in allowed
     )
+
+
+@pytest.mark.parametrize("package", PRODUCT)
+def test_each_package_imports_only_what_design_2_allows(graph: Graph, package: str) -> None:
+    allowed = MAY_IMPORT[package] | {package}
+    wrong = wrong_imports(graph, package)
     assert not wrong, f"{package} may import only {sorted(allowed)} of the project:\n" + "\n".join(
         wrong
     )
@@ -79,3 +86,24 @@ def test_the_checker_sees_deferred_relative_and_type_only_imports(tmp_path: Path
     assert cycles(graph) == [["pkg.a", "pkg.sub.b", "pkg.c", "pkg.a"]]
     (package / "c.py").write_text("C = 1\n")
     assert cycles(import_graph(tmp_path, ["pkg"])) == []
+
+
+def test_a_console_module_importing_perf_or_tools_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "console" / "bench").mkdir(parents=True)
+    (tmp_path / "perf" / "headline").mkdir(parents=True)
+    (tmp_path / "tools").mkdir()
+    for init in ("console", "console/bench", "perf", "perf/headline", "tools"):
+        (tmp_path / init / "__init__.py").write_text("")
+    (tmp_path / "perf" / "headline" / "search.py").write_text("X = 1\n")
+    (tmp_path / "tools" / "vllm_env.py").write_text("Y = 1\n")
+    (tmp_path / "console" / "bench" / "run.py").write_text(
+        "def f():\n    from perf.headline.search import X\n    import tools.vllm_env\n"
+        "    return X\n"
+    )
+    graph = import_graph(tmp_path, ["console", "perf", "tools"])
+    assert wrong_imports(graph, "console") == [
+        "console.bench.run -> perf.headline.search",
+        "console.bench.run -> tools.vllm_env",
+    ]
+    (tmp_path / "console" / "bench" / "run.py").write_text("import scheduler\n")
+    assert wrong_imports(import_graph(tmp_path, ["console", "perf", "tools"]), "console") == []

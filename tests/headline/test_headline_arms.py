@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from perf.headline.arms import Setup, run_arm, standard_arms
-from perf.headline.workload import TIERS, records_needed, write_prompts
+from console.bench.headline.arms import Setup, run_arm, standard_arms
+from console.bench.headline.workload import TIERS, records_needed, write_prompts
 
 RATE = 32.0  # past the simulated engine's saturation point (~26 req/s for this workload)
 DURATION_S = 4.0

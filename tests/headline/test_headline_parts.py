@@ -10,12 +10,9 @@ from pathlib import Path
 
 import httpx
 
-from gpu_agent.sim.testing import run_sim_process
-from loadgen import SpecError, WorkloadSpec, run_workload
-from loadgen.cli import build_parser, spec_from_args
-from perf.headline.report import arm_table, verdict
-from perf.headline.search import candidate_axes
-from perf.headline.workload import (
+from console.bench.headline.report import arm_table, verdict
+from console.bench.headline.search import candidate_axes
+from console.bench.headline.workload import (
     SEED_TIER_CONFIG,
     TIER_PRIORITY,
     engine_flags,
@@ -23,6 +20,9 @@ from perf.headline.workload import (
     with_admission,
     with_waits,
 )
+from gpu_agent.sim.testing import run_sim_process
+from loadgen import SpecError, WorkloadSpec, run_workload
+from loadgen.cli import build_parser, spec_from_args
 from scheduler import parse_config
 
 

@@ -4,20 +4,24 @@ runs (samples, summary, snapshot) that the bench app's compare works on."""
 from __future__ import annotations
 
 import json
+import shlex
 from io import StringIO
 from pathlib import Path
 from typing import Any
 
 import pytest
-from django.core.management import CommandError, call_command
+from django.core.management import CommandError, call_command, load_command_class
 
 from console.bench.choices import RunStatus
-from console.bench.management.commands.headline import flags_to_args
+from console.bench.headline.options import check, options_from_args
+from console.bench.headline.store import flags_to_args
+from console.bench.headline.workload import MODEL, SEED_TIER_CONFIG, TIER_PROFILES, engine_flags
 from console.bench.models import BenchmarkRun
 from console.bench.sides import compare_runs
 from loadgen import RequestSample, summarize
-from perf.headline.__main__ import store_in_console
-from perf.headline.workload import MODEL, SEED_TIER_CONFIG, TIER_PROFILES, engine_flags
+from perf.headline.__main__ import build_parser, store_in_console
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _arm_files(tmp: Path, key: str, policy: str, ttft: float, gateway: bool) -> dict[str, Any]:
@@ -84,11 +88,17 @@ def test_stored_arms_are_comparable_benchmark_runs(tmp_path: Path) -> None:
 
 
 @pytest.mark.django_db
-def test_the_command_only_stores_and_says_where_runs_come_from(tmp_path: Path) -> None:
-    with pytest.raises(CommandError, match="--from-workdir"):
-        call_command("headline")  # running the experiment is perf's side
-    with pytest.raises(CommandError, match=r"perf\.headline --workdir"):
+def test_the_command_refuses_bad_options_before_running_anything(tmp_path: Path) -> None:
+    with pytest.raises(CommandError, match=r"headline\.json: not found"):
         call_command("headline", from_workdir=tmp_path)
+    with pytest.raises(CommandError, match="--no-search"):
+        call_command("headline", engine="vllm", vllm_model="m", workdir=tmp_path)
+    with pytest.raises(CommandError, match="--vllm-model: required"):
+        call_command("headline", engine="vllm", no_search=True, workdir=tmp_path)
+    with pytest.raises(CommandError, match="--vllm-model: only with --engine vllm"):
+        call_command("headline", vllm_model="m", workdir=tmp_path)
+    assert not any(tmp_path.iterdir())  # nothing started, nothing written
+    assert BenchmarkRun.objects.count() == 0
 
 
 def test_flags_to_args() -> None:
@@ -100,3 +110,35 @@ def test_flags_to_args() -> None:
     )  # fmt: skip
     assert args == {"max_num_seqs": 32, "enable_prefix_caching": True,
                     "gpu_memory_utilization": 0.85, "scheduling_policy": "fcfs"}  # fmt: skip
+
+
+def _documented(program: str) -> list[list[str]]:
+    """Every `<program> ...` command line in the docs and README, as argument lists."""
+    found = []
+    for doc in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        for line in doc.read_text(encoding="utf-8").splitlines():
+            _, sep, rest = line.partition(program + " ")
+            if sep and rest.startswith("--") and "..." not in rest:
+                found.append(shlex.split(rest.split("#")[0]))
+    return found
+
+
+def test_the_documented_command_lines_still_parse() -> None:
+    """perf.headline's and manage.py headline's options are one definition (options.py), and
+    every command the docs give parses (MODEL stands for a model)."""
+    perf_lines = _documented("-m perf.headline")
+    manage_lines = _documented("manage.py headline")
+    assert len(perf_lines) >= 4 and len(manage_lines) >= 4
+    command = load_command_class("console.bench", "headline")
+    for argv in perf_lines:
+        args = build_parser().parse_args(argv)
+        assert check(args) is None, argv
+    for argv in manage_lines:
+        args = command.create_parser("manage.py", "headline").parse_args(argv)
+        assert check(args) is None, argv
+        if args.from_workdir is None:
+            opts = options_from_args(args, ["manage.py", "headline", *argv])
+            assert (opts.vllm is not None) == (args.engine == "vllm")
+            assert opts.vllm is None or opts.vllm.argv(8000, ["--x"])[:3] == [
+                "vllm", "serve", "MODEL",
+            ]  # fmt: skip

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from perf.headline.workload import TIERS
+from console.bench.headline.workload import TIERS
 
 COLUMNS = (
     ("TTFT P50", "ttft_p50_ms", "{:.0f}"),
@@ -94,3 +94,26 @@ def verdict_lines(result: dict[str, Any]) -> list[str]:
             + " the target (<= 1/3, >= 0.95)"
         )
     return lines
+
+
+def render(doc: dict[str, Any]) -> str:
+    lines = [
+        f"# {doc['experiment']}",
+        f"engine: {doc['hardware']}, time scale {doc['time_scale']:g}",
+        f"flags (fcfs arms): {' '.join(doc['engine_flags']['fcfs'])}",
+        f"workload: {doc['workload']['rate_rps']:.2f} req/s Poisson, "
+        f"{doc['workload']['duration_s']:g} s (+{doc['workload']['warmup_s']:g} s warmup), "
+        f"seed {doc['workload']['seed']}; tiers "
+        + ", ".join(
+            f"{t} {p['weight']:.0%} {p['prompt_tokens']}/{p['max_tokens']} tok"
+            for t, p in doc["workload"]["tiers"].items()
+        ),
+        f"machine: {doc['machine']['start']['cpus']} CPUs, load average "
+        f"{doc['machine']['start']['load_average_1m']:.2f} -> "
+        f"{doc['machine']['end']['load_average_1m']:.2f}",
+        "",
+        arm_table(doc["arms"]),
+        "",
+        *verdict_lines(doc["verdict"]),
+    ]
+    return "\n".join(lines)

@@ -1,5 +1,8 @@
-"""One arm = a fresh simulated engine (+ a fresh gateway for gateway arms) and one replay of
-the workload against it, with the engine's and gateway's own figures taken around it."""
+"""One arm = a fresh engine (+ a fresh gateway for gateway arms) and one replay of the workload
+against it, with the engine's and gateway's own figures taken around it.
+
+The experiment's arms are defined once, here: `standard_arms()` (arm (e) is made by the search,
+search.py)."""
 
 from __future__ import annotations
 
@@ -9,10 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from loadgen import RunResult, run_workload
-from perf.headline import telemetry
-from perf.headline.procs import GATEWAY_KEY, run_engine, run_gateway
-from perf.headline.workload import (
+from console.bench.headline import telemetry
+from console.bench.headline.procs import GATEWAY_KEY, VllmEngine, run_engine, run_gateway
+from console.bench.headline.workload import (
     MODEL,
     SEED_TIER_CONFIG,
     TIER_PRIORITY,
@@ -21,6 +23,7 @@ from perf.headline.workload import (
     engine_flags,
     with_admission,
 )
+from loadgen import RunResult, run_workload
 
 
 @dataclass(frozen=True)
@@ -66,7 +69,12 @@ class Setup:
     time_scale: float
     prompts_file: Path
     workdir: Path
-    engine: str = "sim"  # "sim" | "vllm" (workload.ENGINES)
+    vllm: VllmEngine | None = None  # None: the simulator
+
+    @property
+    def engine(self) -> str:
+        """ "sim" | "vllm" (workload.ENGINES)."""
+        return "sim" if self.vllm is None else "vllm"
 
 
 @dataclass
@@ -163,7 +171,7 @@ def run_arm(
     """Start the arm's processes, replay the workload, collect every figure, stop them."""
     flags = engine_flags(arm.policy, setup.time_scale, setup.seed, setup.engine)
     simulated = setup.engine == "sim"
-    with run_engine(MODEL, flags, setup.workdir, arm.name, setup.engine) as engine_url:
+    with run_engine(MODEL, flags, setup.workdir, arm.name, setup.vllm) as engine_url:
         gateway = (
             run_gateway(engine_url, arm.tier_config, setup.workdir, arm.name)
             if arm.tier_config is not None

@@ -1,6 +1,8 @@
-"""The processes of an arm: a simulated engine and, for gateway arms, the Tiergate gateway.
+"""The processes of an arm: an engine (the simulator, or a real vLLM) and, for gateway arms, the
+Tiergate gateway (`python -m gpu_agent` standalone; the console never imports gpu_agent, it
+starts it).
 
-Both are real subprocesses on 127.0.0.1, started fresh for every arm so that no arm inherits
+All are real subprocesses on 127.0.0.1, started fresh for every arm so that no arm inherits
 another's prefix cache, counters or queue state. Their output goes to files in the run's work
 folder (a pipe nobody reads would block them); a process that dies or never answers /health
 raises with the tail of its log.
@@ -16,13 +18,16 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-ROOT = Path(__file__).resolve().parent.parent.parent
+# The folder that holds the product's packages (the checkout, /app in the image, or
+# site-packages once installed): `python -m gpu_agent` resolves from there.
+ROOT = Path(__file__).resolve().parents[3]
 # A gateway key for the experiment only: the process listens on loopback for one arm.
 GATEWAY_KEY = "tgk_headline_" + "0123456789abcdef" * 3
 
@@ -59,7 +64,7 @@ def _process(
     log: Path,
     url: str,
     timeout_s: float,
-    env: dict[str, str] | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> Iterator[str]:
     env = {**(env or os.environ), "PYTHONUNBUFFERED": "1"}
     with open(log, "wb") as out:
@@ -93,21 +98,48 @@ def sim_argv(model: str, port: int, flags: Sequence[str]) -> list[str]:
 VLLM_START_TIMEOUT_S = 900.0
 
 
+@dataclass(frozen=True)
+class VllmEngine:
+    """How to start a real vLLM: `COMMAND serve MODEL --host 127.0.0.1 --port N FLAGS`.
+
+    `command` is `vllm` on a node with vLLM installed; perf.headline passes the CPU build of
+    tools/vllm_env.py (its shim pins itself to `engine_cpus`). `engine_cpus` are the cores the
+    engine keeps to ("0,1"; empty: none): the load generator and the gateways keep off them."""
+
+    command: tuple[str, ...] = ("vllm",)
+    model: str = ""
+    env: Mapping[str, str] | None = None
+    engine_cpus: str = ""
+    description: str = ""
+
+    def argv(self, port: int, flags: Sequence[str]) -> list[str]:
+        host = ["--host", "127.0.0.1", "--port", str(port)]
+        return [*self.command, "serve", self.model, *host, *flags]
+
+    def describe(self) -> str:
+        return self.description or f"real vLLM ({' '.join(self.command)} serve {self.model})"
+
+
+def cpu_set(cpus: str) -> set[int]:
+    return {int(c) for c in cpus.split(",") if c.strip()}
+
+
 @contextlib.contextmanager
 def run_engine(
-    model: str, flags: Sequence[str], workdir: Path, name: str, engine: str = "sim"
+    model: str,
+    flags: Sequence[str],
+    workdir: Path,
+    name: str,
+    vllm: VllmEngine | None = None,
 ) -> Iterator[str]:
-    """``python -m gpu_agent.sim serve MODEL FLAGS``, or with engine "vllm" vLLM's CPU build on
-    tools/vllm_env.py's tiny model (FLAGS name it `model`), pinned to core 0; yields its base
-    URL (no /v1)."""
+    """``python -m gpu_agent.sim serve MODEL FLAGS``, or with `vllm` that real vLLM (FLAGS name
+    the served model `model`); yields its base URL (no /v1)."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     log = workdir / f"{name}-engine.log"
-    if engine == "vllm":
-        from tools import vllm_env
-
-        argv = vllm_env.serve_argv(vllm_env.ensure_model(), port, flags)
-        with _process(argv, log, url, VLLM_START_TIMEOUT_S, vllm_env.engine_env()) as u:
+    if vllm is not None:
+        argv = vllm.argv(port, flags)
+        with _process(argv, log, url, VLLM_START_TIMEOUT_S, vllm.env) as u:
             yield u
         return
     with _process(sim_argv(model, port, flags), log, url, 30) as u:
