@@ -23,7 +23,7 @@ PATH = "scheduler.admission.max_in_flight"
 
 
 def test_a_hot_tier_config_sweep_finds_the_in_flight_cap_a_hand_calculation_predicts(
-    celery_worker_proc: Any, swept_node: Any
+    celery_worker_proc: Any, swept_node: Any, operator: Any, api: Any
 ) -> None:
     """16 closed-loop clients send requests of 8 output tokens; the simulator's steps take
     about 20 ms whatever the batch, so a request takes 8 steps = ~165 ms however many run
@@ -80,6 +80,13 @@ def test_a_hot_tier_config_sweep_finds_the_in_flight_cap_a_hand_calculation_pred
             assert snap["config"]["scheduler"]["admission"]["max_in_flight"] == (
                 2 if value == "base" else value
             )
+    # The compare page's API works on any two trials: their series, with the config diff.
+    compared = api(operator).get(
+        f"/api/v1/benchmarks/compare/?a=s{trials[1].series_id}&b=s{trials[16].series_id}"
+    )
+    assert compared.status_code == 200, compared.content
+    diff = {row["path"]: row for row in compared.json()["config_diff"]}
+    assert any(path.endswith("admission.max_in_flight") for path in diff), diff
     made = trials[16].tier_config
     assert made.name == f"sweep{sweep.pk}-{swept.tier_config.name}"
     assert made.message == f"sweep #{sweep.pk} trial {trials[16].index}: {PATH}=16"
