@@ -142,7 +142,7 @@ def test_a_node_takes_one_sweep_at_a_time(api: Any, operator: Any, setup: dict[s
     assert api(operator).post(URL, body(setup["node"]), format="json").status_code == 201
     second = api(operator).post(URL, body(setup["node"]), format="json")
     assert second.status_code == 400
-    assert "already under sweep" in second.json()["node"][0]
+    assert "is under sweep" in second.json()["node"][0]
 
 
 def test_a_launch_profile_sweep_starts_from_the_nodes_profile(api: Any, operator: Any) -> None:

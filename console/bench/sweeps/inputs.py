@@ -148,3 +148,15 @@ def check_tiers(spec: SweepSpec, workload: Workload) -> None:
         raise SweepError(
             "objective", "the workload sends no online requests (give it a tier mix with online)"
         )
+
+
+def default_max_in_flight(launch_profile: Any) -> int | None:
+    """The gateway's default `max_in_flight` under this launch profile (its `max_num_seqs`),
+    which tier-config values are checked against; None without a profile or that arg."""
+    seqs = (launch_profile.args or {}).get("max_num_seqs") if launch_profile else None
+    return seqs if isinstance(seqs, int) else None
+
+
+def document_of(kind: str, tier_config: Any, launch_profile: Any) -> dict[str, Any]:
+    """The swept document of the base: its tier config or its launch args."""
+    return dict(tier_config.config if kind == SweepKind.TIER_CONFIG else launch_profile.args)

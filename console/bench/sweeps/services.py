@@ -22,10 +22,13 @@ from console.audit.choices import Action
 from console.audit.services import record
 from console.bench import services as bench_services
 from console.bench.sweeps.choices import ACTIVE, FINISHED, SweepKind, SweepStatus, TrialStatus
+from console.bench.sweeps.guards import active_sweep_of
 from console.bench.sweeps.inputs import (
     SweepError,
     base_versions,
     check_tiers,
+    default_max_in_flight,
+    document_of,
     endpoint_of,
     lookup,
     repeats_of,
@@ -61,15 +64,6 @@ def _spec(data: Mapping[str, Any]) -> SweepSpec:
         raise SweepError(exc.field, exc.message) from None
 
 
-def _max_in_flight_default(launch_profile: Any) -> int | None:
-    seqs = (launch_profile.args or {}).get("max_num_seqs") if launch_profile else None
-    return seqs if isinstance(seqs, int) else None
-
-
-def _base_document(kind: str, tier_config: Any, launch_profile: Any) -> dict[str, Any]:
-    return dict(tier_config.config if kind == SweepKind.TIER_CONFIG else launch_profile.args)
-
-
 def _enqueue(sweep: Sweep) -> None:
     # Imported here: the task module imports the executor, which may need this module.
     from console.bench.sweeps import tasks
@@ -81,9 +75,9 @@ def _check_node_free(node: Node) -> None:
     """One sweep at a time per node, and none while a rollout owns its versions. Inside the
     creating transaction, with the node's row locked, so two creates cannot both pass."""
     Node.objects.select_for_update().filter(pk=node.pk).values_list("pk", flat=True).first()
-    busy = Sweep.objects.filter(node=node, status__in=ACTIVE).first()
+    busy = active_sweep_of(node)
     if busy is not None:
-        raise SweepError("node", f"{node.name} is already under {busy}; wait or cancel it")
+        raise SweepError("node", busy)
     reason = rollout_services.unfinished_rollout_of(node)
     if reason:
         raise SweepError("node", reason)
@@ -97,9 +91,9 @@ def create_sweep(data: Mapping[str, Any], user: Any, request: HttpRequest | None
     node: Node = lookup(Node, data["node"], "node")
     spec = _spec(data)
     tier_config, launch_profile = base_versions(node, spec.kind)
-    base = _base_document(spec.kind, tier_config, launch_profile)
+    base = document_of(spec.kind, tier_config, launch_profile)
     try:
-        check_values(spec, base, default_max_in_flight=_max_in_flight_default(launch_profile))
+        check_values(spec, base, default_max_in_flight=default_max_in_flight(launch_profile))
     except SpecError as exc:
         raise SweepError(exc.field, exc.message) from None
     endpoint = endpoint_of(node, data.get("endpoint"))
@@ -189,7 +183,7 @@ def cancel_sweep(sweep: Sweep, user: Any, request: HttpRequest | None = None) ->
     return sweep
 
 
-def _adoptable(sweep: Sweep, trial: SweepTrial) -> None:
+def check_adoptable(sweep: Sweep, trial: SweepTrial) -> None:
     if trial.sweep_id != sweep.pk:
         raise SweepError("trial", f"{trial} is not a trial of {sweep}")
     if sweep.status not in FINISHED:
@@ -221,7 +215,7 @@ def adopt_trial(
     message = f"adopted from sweep #{sweep.pk} trial {trial.index}: {trial.values_label}"
     with transaction.atomic():
         sweep = Sweep.objects.select_for_update().get(pk=sweep.pk)
-        _adoptable(sweep, trial)
+        check_adoptable(sweep, trial)
         base = sweep.base_version
         try:
             if sweep.kind == SweepKind.TIER_CONFIG:

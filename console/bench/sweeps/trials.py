@@ -27,6 +27,7 @@ from console.bench.choices import RunStatus, Side
 from console.bench.models import BenchmarkRun, RequestSample, RunSeries
 from console.bench.sweeps import scoring
 from console.bench.sweeps.choices import SweepKind, TrialStatus
+from console.bench.sweeps.inputs import default_max_in_flight, document_of
 from console.bench.sweeps.models import Sweep, SweepTrial
 from console.bench.sweeps.spec import TrialOutcome, apply_values
 from console.tuning import services as tuning_services
@@ -51,14 +52,7 @@ def outcomes(sweep: Sweep) -> list[tuple[SweepTrial, TrialOutcome]]:
 
 
 def base_document(sweep: Sweep) -> dict[str, Any]:
-    base = sweep.base_version
-    return dict(base.config if sweep.kind == SweepKind.TIER_CONFIG else base.args)
-
-
-def _default_max_in_flight(sweep: Sweep) -> int | None:
-    profile = sweep.base_launch_profile
-    value = (profile.args or {}).get("max_num_seqs") if profile is not None else None
-    return value if isinstance(value, int) else None
+    return document_of(sweep.kind, sweep.base_tier_config, sweep.base_launch_profile)
 
 
 def new_trial(sweep: Sweep, values: dict[str, Any]) -> SweepTrial | None:
@@ -68,7 +62,7 @@ def new_trial(sweep: Sweep, values: dict[str, Any]) -> SweepTrial | None:
         sweep.kind,
         base_document(sweep),
         values,
-        default_max_in_flight=_default_max_in_flight(sweep),
+        default_max_in_flight=default_max_in_flight(sweep.base_launch_profile),
     )
     index = (sweep.trials.aggregate(top=Max("index"))["top"] or 0) + 1
     try:

@@ -24,7 +24,7 @@ from console.bench.sweeps.forms import (
     tier_config_paths,
 )
 from console.bench.sweeps.models import Sweep, SweepTrial
-from console.bench.sweeps.services import _adoptable as check_adoptable
+from console.bench.sweeps.services import check_adoptable
 from console.core.ids import id_or_none
 from console.core.roles import OPERATOR, VIEWER, has_role, require_role
 from console.core.tiers import tier_sort_key
