@@ -39,6 +39,9 @@ class PollResult:
     # (`admission.min_share`); the gateway sends them with the most urgent tier's engine
     # priority, or the engine's own priority queue would starve them again.
     promoted: list[str] = field(default_factory=list)
+    # ids of released requests promoted by their tier's age bound (`promote_after_ms`), each
+    # with the tier it went as: one step more urgent; the gateway sends that tier's priority.
+    aged: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

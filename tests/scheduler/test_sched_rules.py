@@ -156,7 +156,8 @@ def test_reserved_slots_are_left_to_the_most_urgent_tier() -> None:
 
 
 def test_awaiting_first_token_caps_releases_until_a_first_token() -> None:
-    d = Dispatcher(make_config(admission={"max_awaiting_first_token": 2}))
+    # FIFO throughout (the queue is older than the default lifo_after_ms by the end).
+    d = Dispatcher(make_config(admission={"max_awaiting_first_token": 2, "lifo_after_ms": None}))
     for i in range(5):
         d.arrive(req(f"r{i}"), 0.0)
     assert ids(d.poll(1.0).released) == ["r0", "r1"]
