@@ -222,7 +222,8 @@ class Dispatcher:
         rejected: list[tuple[Request, Rejection]] = []
         released: list[Request] = []
         promoted: list[str] = []
-        aged_ids: dict[str, str] = {}
+        aged_ids: list[str] = []
+        sent_as: dict[str, str] = {}
         for tier in self._order:
             if tier.timeout_s is not None and tier.depth:
                 self._expire(tier, now, rejected)
@@ -238,13 +239,12 @@ class Dispatcher:
         while self._queued and len(flight) < self.max_in_flight:
             aged = self._aged_tier(now)
             if aged is not None:
-                target = self._order[aged.rank - 1]
-                self._release(aged, 1, now, released, counted=target)
-                aged_ids[released[-1].id] = target.name
+                self._release(aged, 1, now, released, sent_as)
+                aged_ids.append(released[-1].id)
                 continue
             owed = self._owed_tier()
             if owed is not None:
-                self._release(owed, 1, now, released)
+                self._release(owed, 1, now, released, sent_as)
                 promoted.append(released[-1].id)
                 continue
             chosen = self._chosen_tier(now)
@@ -253,10 +253,10 @@ class Dispatcher:
             cap = self.max_in_flight - (self.reserved if chosen.rank else 0)
             awaiting_room = self._limit_for(chosen) - self._awaiting_upto(chosen)
             room = min(cap - len(flight), awaiting_room, chosen.max_batch)
-            self._release(chosen, room, now, released, lifo=chosen.backed_up(now))
+            self._release(chosen, room, now, released, sent_as, lifo=chosen.backed_up(now))
         if self._queued and len(flight) < self.max_in_flight:
             self.limiter.held_back()  # something waits and only the awaiting limit stops it
-        return PollResult(released, rejected, self._next_wakeup(now), promoted, aged_ids)
+        return PollResult(released, rejected, self._next_wakeup(now), promoted, aged_ids, sent_as)
 
     def _has_room(self, tier: TierQueue) -> bool:
         cap = self.max_in_flight - (self.reserved if tier.rank else 0)
@@ -357,9 +357,9 @@ class Dispatcher:
         room: int,
         now: float,
         out: list[Request],
+        sent_as: dict[str, str],
         *,
         lifo: bool = False,
-        counted: TierQueue | None = None,
     ) -> None:
         """Release up to `room` of `tier`'s requests: oldest first, or with `lifo` (the tier is
         backed up) newest first, the newest request's length group first."""
@@ -376,6 +376,9 @@ class Dispatcher:
             order = sorted((dq for dq in tier.groups if dq), key=lambda dq: dq[0].seq)
         flight = self._flight
         waits = tier.waits
+        # A tier with an age bound goes to the engine as the next more urgent tier, and counts
+        # in that tier's awaiting (`_awaiting_upto`).
+        counted = self._order[tier.rank - 1] if tier.promote_s is not None else tier
         share_rule = self.min_share > 0
         taken = 0
         tokens = 0
@@ -398,12 +401,14 @@ class Dispatcher:
                 dq.pop() if lifo else dq.popleft()
                 self._unqueue(entry)
                 req = entry.req
-                flight[req.id] = Flight(req, tier, now, counted or tier)
+                flight[req.id] = Flight(req, tier, now, counted)
+                if counted is not tier:
+                    sent_as[req.id] = counted.name
                 out.append(req)
                 waits.append(now - entry.arrived)
                 self._count_release(tier.name)
                 self._awaiting += 1
-                (counted or tier).awaiting += 1
+                counted.awaiting += 1
                 taken += 1
                 tokens += entry.tokens
                 prompt_sum += req.prompt_tokens

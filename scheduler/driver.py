@@ -187,7 +187,7 @@ class AsyncDispatcher:
         result = self.dispatcher.poll(now)
         freed = False
         promoted = result.promoted
-        aged = result.aged
+        sent_as = result.sent_as
         urgent = self.dispatcher.most_urgent
         for req in result.released:
             fut = self._waiters.pop(req.id, None)
@@ -196,8 +196,8 @@ class AsyncDispatcher:
                 freed = self.dispatcher.cancel(req.id, now) or freed
             else:
                 up = bool(promoted) and req.id in promoted
-                sent_as = urgent if up else aged.get(req.id) if aged else None
-                fut.set_result(Ticket(self, req, up, sent_as))
+                as_tier = urgent if up else sent_as.get(req.id) if sent_as else None
+                fut.set_result(Ticket(self, req, up, as_tier))
         for req, rejection in result.rejected:
             fut = self._waiters.pop(req.id, None)
             if fut is not None and not fut.done():

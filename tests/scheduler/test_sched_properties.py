@@ -271,7 +271,6 @@ def check_poll(d: Dispatcher, m: Model, now: float) -> None:
         if r.id in promoted:  # the age bound first, then the starvation bound; oldest first
             if aged is not None:
                 assert q is aged, f"{r.id} promoted while {aged} is the oldest past its age"
-                assert result.aged[r.id] == m.step_up(q.tier), "promoted one step"
             else:
                 assert r.id in result.promoted
                 assert owed and q.tier == owed[0], f"{r.id} promoted while {owed} owed"
@@ -296,7 +295,12 @@ def check_poll(d: Dispatcher, m: Model, now: float) -> None:
         del m.queued[r.id]
         released.append((q, r.id in promoted))
         m.flight[r.id] = True
-        m.flight_tier[r.id] = result.aged.get(r.id, q.tier)  # the awaiting count it is in
+        if queues[q.tier].promote_after_ms is not None:  # sent and counted one tier up
+            assert result.sent_as[r.id] == m.step_up(q.tier)
+            m.flight_tier[r.id] = m.step_up(q.tier)
+        else:
+            assert r.id not in result.sent_as
+            m.flight_tier[r.id] = q.tier
         m.outcome[r.id] = "released"
     if result.released:  # a lower cap from reconfigure holds releases until under it
         assert len(m.flight) <= admission.max_in_flight
