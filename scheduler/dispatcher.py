@@ -230,7 +230,9 @@ class Dispatcher:
         flight = self._flight
         self._limit = self.limiter.value
         self._urgent_limit = self._limit
-        if self.engine_priority and self._order:
+        if self.engine_priority and self._order and not self._order[0].backed_up(now):
+            # Not while it is backed up: then the engine's FIFO share of the backlog would
+            # delay the newest requests that LIFO releases first.
             allowance = self.limiter.drain_allowance(self._order[0].name, now)
             if allowance:
                 self._urgent_limit = max(
