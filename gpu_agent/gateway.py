@@ -261,9 +261,12 @@ class Gateway:
                 async for chunk in resp.content.iter_any():
                     if ttft is None and first.seen(chunk):
                         ttft = time.perf_counter() - t0
+                        # The client's first token first, then the scheduler's bookkeeping.
+                        await writer.write(chunk)
                         ticket.first_token()
+                    else:
+                        await writer.write(chunk)  # waits only while the client is far behind
                     tail = (tail + chunk)[-_TAIL_BYTES:]
-                    await writer.write(chunk)  # waits only while the client is far behind
             if b"[DONE]" not in tail:
                 raise aiohttp.ClientPayloadError("the engine's stream ended without [DONE]")
         except (aiohttp.ClientError, TimeoutError) as exc:
