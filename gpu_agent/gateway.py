@@ -181,10 +181,10 @@ class Gateway:
                 await send_error(send, exc.status, message, exc.reason, exc.retry_after_s)
                 return
             waited = time.perf_counter() - t0  # observed when the request ends: off the hop
-            if sent_priority and ticket.promoted:
-                # Released by the starvation bound: the engine's own priority queue must not
-                # starve it again behind the more urgent requests released after it.
-                body = engine_body(completion, body, agent.promoted_priority)
+            if sent_priority and ticket.sent_as is not None:
+                # Released by the starvation or the age bound: the engine's own priority queue
+                # must not starve it again behind the more urgent requests released after it.
+                body = engine_body(completion, body, agent.priority_of(ticket.sent_as))
             if not stream:
                 # No first-token signal without a stream: count it as started so it does not
                 # hold an awaiting-first-token slot until the whole answer is done.

@@ -53,6 +53,9 @@ class QueueConfig(_Strict):
     length_groups: list[PositiveInt] = Field(
         default_factory=list
     )  # prompt-token upper bounds, increasing
+    # The age bound (docs/admission.md): a request of this tier queued this long is released
+    # as the next more urgent tier's (its slot rules and vLLM priority). None: never.
+    promote_after_ms: PositiveMs | None = None
 
 
 class AdaptiveConfig(_Strict):
@@ -64,6 +67,11 @@ class AdaptiveConfig(_Strict):
 
 
 DEFAULT_MIN_SHARE = 0.05
+# Overload (docs/admission.md): a tier whose oldest queued request has waited this long is
+# backed up and releases newest first; a queued request this old is shed (503 + Retry-After)
+# unless its queue sets its own `queue_timeout_ms`.
+DEFAULT_LIFO_AFTER_MS = 1000
+DEFAULT_SHED_AFTER_MS = 30000
 Share = Annotated[StrictInt | StrictFloat, Field(allow_inf_nan=False)]
 
 
@@ -77,6 +85,8 @@ class AdmissionConfig(_Strict):
     # recent releases, even while a more urgent tier is ready (0: strict priority). Range
     # checked in _cross_field_errors so the message can say what the bound depends on.
     min_share: Share = DEFAULT_MIN_SHARE
+    lifo_after_ms: PositiveMs | None = DEFAULT_LIFO_AFTER_MS  # None: FIFO always
+    shed_after_ms: PositiveMs | None = DEFAULT_SHED_AFTER_MS  # None: no default sojourn bound
 
 
 class SchedulerConfig(_Strict):
@@ -238,6 +248,7 @@ def _cross_field_errors(
             errors.append(
                 FieldError(f"scheduler.queues.{name}.length_groups", "must be strictly increasing")
             )
+    errors.extend(_promotion_errors(queues, sched.get("admission")))
     adaptive = sched.get("adaptive")
     if isinstance(adaptive, Mapping):
         ratio = adaptive.get("wait_time_reduction_ratio")
@@ -278,6 +289,51 @@ def _cross_field_errors(
                         "less urgent queues)",
                     )
                 )
+    return errors
+
+
+def _ms(value: object) -> float | None:
+    return float(value) if _is_number(value) and math.isfinite(value) and value > 0 else None
+
+
+def _promotion_errors(queues: Mapping[str, Any], admission: object) -> list[FieldError]:
+    """The age bound and the overload bounds must be able to take effect."""
+    errors: list[FieldError] = []
+    adm = admission if isinstance(admission, Mapping) else {}
+    lifo = _ms(adm.get("lifo_after_ms", DEFAULT_LIFO_AFTER_MS))
+    shed = _ms(adm.get("shed_after_ms", DEFAULT_SHED_AFTER_MS))
+    if lifo is not None and shed is not None and shed <= lifo:
+        errors.append(
+            FieldError(
+                "scheduler.admission.shed_after_ms",
+                f"must be above lifo_after_ms ({lifo:g}), or no backlog is ever served newest "
+                "first",
+            )
+        )
+    prios = {
+        name: q["priority"]
+        for name, q in queues.items()
+        if isinstance(q, Mapping) and _is_int(q.get("priority"))
+    }
+    first = min(prios, key=lambda n: prios[n]) if prios else None
+    for name, queue in queues.items():
+        if not isinstance(queue, Mapping):
+            continue
+        promote = _ms(queue.get("promote_after_ms"))
+        if promote is None:
+            continue
+        path = f"scheduler.queues.{name}.promote_after_ms"
+        if name == first:
+            errors.append(FieldError(path, "the most urgent queue has no one to go ahead of"))
+            continue
+        timeout = _ms(queue.get("queue_timeout_ms"))
+        bound, field = (
+            (timeout, "queue_timeout_ms")
+            if timeout is not None
+            else (shed, "admission.shed_after_ms")
+        )
+        if bound is not None and promote >= bound:
+            errors.append(FieldError(path, f"must be below {field} ({bound:g})"))
     return errors
 
 

@@ -59,6 +59,7 @@ from scheduler.types import (
 )
 
 SHARE_WINDOW = 128  # released requests the starvation bound's shares are counted over
+_HELD = 1 << 30  # an awaiting count no limit admits
 
 
 class Dispatcher:
@@ -79,6 +80,7 @@ class Dispatcher:
         self._share_window: deque[str] = deque()
         self._share_counts: dict[str, int] = {}
         self._limit = 1  # the awaiting limit of the poll in progress
+        self._urgent_limit = 1  # the most urgent tier's (see `_limit_for`)
         self.limiter = AwaitingLimit(None, self._default_max_in_flight)
         self._apply(config)
 
@@ -103,7 +105,7 @@ class Dispatcher:
             old = self._tiers.get(name)
             if old is not None:
                 old.rank = rank
-                old.configure(config)
+                old.configure(config, rank)
                 tiers[name] = old
             else:
                 tiers[name] = TierQueue(name, config, rank)
@@ -133,8 +135,9 @@ class Dispatcher:
             tier.queued_tokens += entry.tokens
         for flight in self._flight.values():
             flight.tier = self._tiers.get(flight.tier.name, fallback)
+            flight.counted = self._tiers.get(flight.counted.name, fallback)
             flight.tier.in_flight += 1
-            flight.tier.awaiting += flight.awaiting
+            flight.counted.awaiting += flight.awaiting
 
     # -- events -------------------------------------------------------------------------------
 
@@ -164,13 +167,22 @@ class Dispatcher:
         if flight is not None and flight.awaiting:
             flight.awaiting = False
             self._awaiting -= 1
-            flight.tier.awaiting -= 1
+            flight.counted.awaiting -= 1
             if timed:
                 self.limiter.sample(now - flight.released_at, now, flight.tier.name)
 
     def engine_waiting(self, count: int, now: float) -> None:
         """The engine's own waiting-queue length (vLLM's `num_requests_waiting`), when known."""
         self.limiter.engine_waiting(count, now)
+
+    @property
+    def most_urgent(self) -> str:
+        return self._order[0].name
+
+    @property
+    def urgent_limit(self) -> int:
+        """The most urgent tier's awaiting limit in the last poll (see `_limit_for`)."""
+        return self._urgent_limit
 
     @property
     def max_awaiting(self) -> int:
@@ -185,7 +197,7 @@ class Dispatcher:
         flight.tier.in_flight -= 1
         if flight.awaiting:
             self._awaiting -= 1
-            flight.tier.awaiting -= 1
+            flight.counted.awaiting -= 1
         return True
 
     def cancel(self, req_id: str, now: float) -> bool:
@@ -210,37 +222,83 @@ class Dispatcher:
         rejected: list[tuple[Request, Rejection]] = []
         released: list[Request] = []
         promoted: list[str] = []
+        aged_ids: list[str] = []
+        sent_as: dict[str, str] = {}
         for tier in self._order:
             if tier.timeout_s is not None and tier.depth:
                 self._expire(tier, now, rejected)
         flight = self._flight
-        limit = self._limit = self.limiter.value
+        self._limit = self.limiter.value
+        self._urgent_limit = self._limit
+        if self.engine_priority and self._order:
+            allowance = self.limiter.drain_allowance(self._order[0].name, now)
+            if allowance:
+                self._urgent_limit = max(
+                    self._limit, min(self.max_in_flight, self._limit + allowance)
+                )
         while self._queued and len(flight) < self.max_in_flight:
+            aged = self._aged_tier(now)
+            if aged is not None:
+                self._release(aged, 1, now, released, sent_as)
+                aged_ids.append(released[-1].id)
+                continue
             owed = self._owed_tier()
             if owed is not None:
-                self._release(owed, 1, now, released)
+                self._release(owed, 1, now, released, sent_as)
                 promoted.append(released[-1].id)
                 continue
             chosen = self._chosen_tier(now)
             if chosen is None:
                 break  # only reserved slots are left and only less urgent tiers wait
             cap = self.max_in_flight - (self.reserved if chosen.rank else 0)
-            room = min(cap - len(flight), limit - self._awaiting_upto(chosen), chosen.max_batch)
-            self._release(chosen, room, now, released)
+            awaiting_room = self._limit_for(chosen) - self._awaiting_upto(chosen)
+            room = min(cap - len(flight), awaiting_room, chosen.max_batch)
+            self._release(chosen, room, now, released, sent_as, lifo=chosen.backed_up(now))
         if self._queued and len(flight) < self.max_in_flight:
             self.limiter.held_back()  # something waits and only the awaiting limit stops it
-        return PollResult(released, rejected, self._next_wakeup(now), promoted)
+        return PollResult(released, rejected, self._next_wakeup(now), promoted, aged_ids, sent_as)
 
     def _has_room(self, tier: TierQueue) -> bool:
         cap = self.max_in_flight - (self.reserved if tier.rank else 0)
-        return len(self._flight) < cap and self._awaiting_upto(tier) < self._limit
+        return len(self._flight) < cap and self._awaiting_upto(tier) < self._limit_for(tier)
+
+    def _limit_for(self, tier: TierQueue) -> int:
+        """The awaiting limit of `tier`'s release. The most urgent tier, in an engine ordering
+        by priority, loses nothing by waiting there rather than here (it goes first in both,
+        FIFO), so it may also have as many awaiting as the engine gave it first tokens in the
+        last second (scheduler/limiter.py, DRAIN_S): only a backlog beyond that stays here."""
+        return self._urgent_limit if tier.rank == 0 else self._limit
 
     def _awaiting_upto(self, tier: TierQueue) -> int:
         """Awaiting requests that count against `tier`'s release: all of them, or with the
-        engine ordering by priority only those of tiers at least as urgent."""
+        engine ordering by priority only those of tiers at least as urgent. A tier with an
+        age bound (`promote_after_ms`) counts all of them even then: held here while the
+        engine is busy, its waiting requests can still be promoted; in the engine's own queue
+        they would wait behind every more urgent request released after them. So it is
+        released, unpromoted, only while no more urgent request awaits its first token."""
         if not self.engine_priority:
             return self._awaiting
-        return sum(t.awaiting for t in self._order[: tier.rank + 1])
+        ahead = sum(t.awaiting for t in self._order[: tier.rank])
+        if tier.promote_s is not None:
+            # None ahead, or it would wait in the engine behind them and behind every more
+            # urgent request released after it: count it full then (held until promoted).
+            return self._awaiting if ahead == 0 else _HELD
+        return ahead + tier.awaiting
+
+    def _aged_tier(self, now: float) -> TierQueue | None:
+        """The tier holding the oldest request past its `promote_after_ms` while the next more
+        urgent tier has a free slot: that request goes next, as that tier's would (counted
+        in its awaiting, sent with its engine priority), so each promotion takes one step."""
+        best: Entry | None = None
+        for tier in self._order[1:]:
+            entry = tier.aged(now) if tier.promote_s is not None else None
+            if (
+                entry is not None
+                and (best is None or entry.seq < best.seq)
+                and self._has_room(self._order[tier.rank - 1])
+            ):
+                best = entry
+        return None if best is None else best.tier
 
     def _owed_tier(self, besides: TierQueue | None = None) -> TierQueue | None:
         """The most urgent tier with queued requests and a free slot whose share of the recent
@@ -285,21 +343,42 @@ class Dispatcher:
                 self._unqueue(entry)
                 tier.rejections[QUEUE_TIMEOUT] = tier.rejections.get(QUEUE_TIMEOUT, 0) + 1
                 detail = f"waited over {tier.timeout_s:g} s in queue {tier.name}"
-                out.append((entry.req, Rejection(QUEUE_TIMEOUT, 503, None, detail)))
+                retry = retry_after_s(tier, now)
+                out.append((entry.req, Rejection(QUEUE_TIMEOUT, 503, retry, detail)))
 
     def _unqueue(self, entry: Entry) -> None:
         del self._queued[entry.req.id]
         entry.tier.depth -= 1
         entry.tier.queued_tokens -= entry.tokens
 
-    def _release(self, tier: TierQueue, room: int, now: float, out: list[Request]) -> None:
-        if len(tier.groups) == 1:
+    def _release(
+        self,
+        tier: TierQueue,
+        room: int,
+        now: float,
+        out: list[Request],
+        sent_as: dict[str, str],
+        *,
+        lifo: bool = False,
+    ) -> None:
+        """Release up to `room` of `tier`'s requests: oldest first, or with `lifo` (the tier is
+        backed up) newest first, the newest request's length group first."""
+        if lifo:
+            for dq in tier.groups:
+                while dq and not dq[-1].alive:
+                    dq.pop()
+                    tier.dead -= 1
+            order = sorted((dq for dq in tier.groups if dq), key=lambda dq: -dq[-1].seq)
+        elif len(tier.groups) == 1:
             order = tier.groups
         else:
             tier.oldest()  # drops dead heads so that every deque head below is live
             order = sorted((dq for dq in tier.groups if dq), key=lambda dq: dq[0].seq)
         flight = self._flight
         waits = tier.waits
+        # A tier with an age bound goes to the engine as the next more urgent tier, and counts
+        # in that tier's awaiting (`_awaiting_upto`).
+        counted = self._order[tier.rank - 1] if tier.promote_s is not None else tier
         share_rule = self.min_share > 0
         taken = 0
         tokens = 0
@@ -308,9 +387,9 @@ class Dispatcher:
         full = False
         for dq in order:
             while dq and taken < room:
-                entry = dq[0]
+                entry = dq[-1] if lifo else dq[0]
                 if not entry.alive:
-                    dq.popleft()
+                    dq.pop() if lifo else dq.popleft()
                     tier.dead -= 1
                     continue
                 if taken and tokens + entry.tokens > tier.max_tokens:
@@ -319,15 +398,17 @@ class Dispatcher:
                 if taken and share_rule and self._owed_tier(besides=tier) is not None:
                     full = True  # another tier is owed its share: it goes next
                     break
-                dq.popleft()
+                dq.pop() if lifo else dq.popleft()
                 self._unqueue(entry)
                 req = entry.req
-                flight[req.id] = Flight(req, tier, now)
+                flight[req.id] = Flight(req, tier, now, counted)
+                if counted is not tier:
+                    sent_as[req.id] = counted.name
                 out.append(req)
                 waits.append(now - entry.arrived)
                 self._count_release(tier.name)
                 self._awaiting += 1
-                tier.awaiting += 1
+                counted.awaiting += 1
                 taken += 1
                 tokens += entry.tokens
                 prompt_sum += req.prompt_tokens
@@ -355,14 +436,17 @@ class Dispatcher:
         free, and a first token, completion or cancel wakes the driver when one frees."""
         wakeup: float | None = None
         for tier in self._order:
-            if not tier.depth or tier.timeout_s is None:
+            if not tier.depth:
                 continue
             oldest = tier.oldest()
             if oldest is None:
                 continue
-            when = oldest.arrived + tier.timeout_s
-            if when > now and (wakeup is None or when < wakeup):
-                wakeup = when
+            for bound in (tier.timeout_s, tier.promote_s):
+                if bound is None:
+                    continue
+                when = oldest.arrived + bound
+                if when > now and (wakeup is None or when < wakeup):
+                    wakeup = when
         return wakeup
 
     # -- queries --------------------------------------------------------------------------

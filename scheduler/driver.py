@@ -46,14 +46,23 @@ class Ticket:
     """A released request's slot. Call `first_token()` when the first token arrives and
     `release()` when the response ends (idempotent); `async with` releases on exit.
     `promoted`: released ahead of a more urgent tier by the starvation bound, so the engine
-    should see it with the most urgent tier's priority."""
+    should see it with the most urgent tier's priority. `sent_as`: the tier whose engine
+    priority it carries when not its own (the most urgent one's when `promoted`, the next more
+    urgent one's when its age bound promoted it), else None."""
 
-    __slots__ = ("_driver", "_released", "promoted", "request")
+    __slots__ = ("_driver", "_released", "promoted", "request", "sent_as")
 
-    def __init__(self, driver: AsyncDispatcher, request: Request, promoted: bool = False) -> None:
+    def __init__(
+        self,
+        driver: AsyncDispatcher,
+        request: Request,
+        promoted: bool = False,
+        sent_as: str | None = None,
+    ) -> None:
         self._driver = driver
         self.request = request
         self.promoted = promoted
+        self.sent_as = sent_as
         self._released = False
 
     @property
@@ -185,13 +194,17 @@ class AsyncDispatcher:
         result = self.dispatcher.poll(now)
         freed = False
         promoted = result.promoted
+        sent_as = result.sent_as
+        urgent = self.dispatcher.most_urgent
         for req in result.released:
             fut = self._waiters.pop(req.id, None)
             if fut is None or fut.done():
                 # The waiter was cancelled an instant ago: hand the slot straight back.
                 freed = self.dispatcher.cancel(req.id, now) or freed
             else:
-                fut.set_result(Ticket(self, req, bool(promoted) and req.id in promoted))
+                up = bool(promoted) and req.id in promoted
+                as_tier = urgent if up else sent_as.get(req.id) if sent_as else None
+                fut.set_result(Ticket(self, req, up, as_tier))
         for req, rejection in result.rejected:
             fut = self._waiters.pop(req.id, None)
             if fut is not None and not fut.done():
