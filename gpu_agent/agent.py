@@ -221,6 +221,7 @@ class Agent:
             timeout=timeout,
             auto_decompress=False,
             skip_auto_headers=("User-Agent",),
+            cookie_jar=aiohttp.DummyCookieJar(),  # an engine sets none: no per-request lookup
         )
         self.driver.start()
         if self.options.tier_config_file is not None:

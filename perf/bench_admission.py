@@ -11,6 +11,7 @@ upstream with a 20 ms TTFT and 4 streams at a time (FCFS queue behind them); `si
 simulator with `--max-num-seqs 8`, 64 output tokens. Capacity is measured first (direct,
 closed loop). Per step: finished requests through the gateway / direct (throughput ratio;
 unfinished ones are those still queued 2 s after the last send) and added TTFT p50 / p99.
+Pinning: both engines on core 0, the gateway and this client on core 1.
 
 overload: the simulator (`--max-num-seqs 16`, priority policy, `--time-scale`) behind the
 gateway and a second one direct, the tier mix 70/20/10; 10 s at half the capacity,
@@ -41,7 +42,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from perf.bench_gateway import (
     CLIENT_CORE,
-    GATEWAY_CORE,
     KEY,
     _free_port,
     _one,
@@ -51,6 +51,9 @@ from perf.bench_gateway import (
 from scheduler import config_to_dict, default_config
 
 ROOT = Path(__file__).resolve().parent.parent
+# Both engines on core 0; the gateway shares core 1 with this client, as an agent shares a
+# node's CPUs with its clients' traffic while the engine runs elsewhere.
+ENGINE_CORE = 0
 STEPS = (0.25, 0.5, 0.75, 1.0, 1.5, 2.0)
 TIERS = {"online": 0.7, "batch": 0.2, "offline": 0.1}
 NODE_TOKEN = "tgn_bench_admission_0123456789abcdef0123456789"  # loopback, one run
@@ -81,12 +84,12 @@ def _stack(
         (Path(tmp) / "keys.json").write_text(json.dumps(keys))
         for port, url in zip(ports[:2], urls[:2], strict=True):
             argv = _engine_argv(kind, port, seqs, time_scale)
-            stack.enter_context(_process(argv, CLIENT_CORE, url + "/health"))
+            stack.enter_context(_process(argv, ENGINE_CORE, url + "/health"))
         gateway = [sys.executable, "-m", "gpu_agent", "--engine-url", urls[0],
                    "--listen", f"127.0.0.1:{ports[2]}", "--log-level", "warning",
                    "--tier-config", f"{tmp}/tiers.json", "--keys", f"{tmp}/keys.json",
                    "--state-dir", f"{tmp}/state", "--node-token", NODE_TOKEN]  # fmt: skip
-        proc = stack.enter_context(_process(gateway, GATEWAY_CORE, urls[2] + "/health"))
+        proc = stack.enter_context(_process(gateway, CLIENT_CORE, urls[2] + "/health"))
         time.sleep(1.5)  # the agent learns the model list from its first telemetry tick
         yield urls[2], urls[1], proc.pid
 

@@ -4,7 +4,9 @@ No polling loop and no background task: every event that can change a decision (
 token, release, cancel, reconfigure) schedules one pump (a `Dispatcher.poll`) with
 `loop.call_soon`, shared by all events of the same loop iteration, and one `loop.call_at` timer
 is kept armed for the dispatcher's next wake-up (a tier's wait running out or a queue timeout).
-Between events the driver costs nothing.
+An arrival that finds no pump pending polls at once instead: below saturation it is released
+in the same loop iteration and `acquire` returns without yielding (the hot path's one tick
+less, tests/agent/test_hop_ticks.py). Between events the driver costs nothing.
 
 Cancellation safety: `acquire` is the only place a waiter can be cancelled while holding
 dispatcher state. Whatever point the cancellation lands on (still queued, or released but the
@@ -132,7 +134,12 @@ class AsyncDispatcher:
         fut: asyncio.Future[Ticket] = self._loop.create_future()
         self._waiters[req.id] = fut
         try:
-            self._schedule_pump()
+            if self._pump_scheduled:
+                pass  # a burst: this arrival joins the iteration's one poll
+            else:
+                # Decide now: released on arrival, the awaited future is already done, so
+                # the request goes upstream in this loop iteration, not the next.
+                self._pump()
             return await fut
         except BaseException:
             # Cancelled (or anything else) before the ticket reached the caller: whether the

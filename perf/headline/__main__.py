@@ -35,6 +35,13 @@ def build_parser() -> argparse.ArgumentParser:
         default="sim",
         help="the simulator, or a real vLLM (CPU build, tiny model; make vllm-env)",
     )
+    p.add_argument(
+        "--engine-cores",
+        choices=("own", "shared"),
+        default="own",
+        help="--engine vllm: vLLM on core 0, gateway and client on the others (own), or "
+        "vLLM's threads, the gateway and the client all on every core (shared)",
+    )
     p.add_argument("--workdir", type=Path, help="logs, configs, prompts (default: a temp dir)")
     p.add_argument("--json", dest="json_path", type=Path, help="write the whole record here")
     p.add_argument(
@@ -81,6 +88,9 @@ def main(argv: list[str] | None = None) -> int:
             "--engine vllm: the search starts a vLLM per trial (minutes each); "
             "add --no-search (or leave arm e out with --arms abcd)"
         )
+    if args.engine_cores == "shared":
+        # tools/vllm_env.engine_cpus: vLLM binds a thread to each core; nothing else is pinned.
+        os.environ["TIERGATE_VLLM_CPUS"] = ",".join(str(c) for c in sorted(os.sched_getaffinity(0)))
     experiment = run_experiment(
         options_from_args(args, argv), log=lambda m: print(m, file=sys.stderr)
     )
