@@ -3,34 +3,11 @@
 Nothing here reads a clock or does I/O: every call takes `now` (float seconds, monotonic), so
 the rules can be tested to the microsecond without sleeping.
 
-The release rule, each time `poll` runs, while a slot is free (in-flight under `max_in_flight`
-and awaiting-first-token under its limit, scheduler/limiter.py; with `pass_priority` the
-engine's priority queue lets a more urgent request overtake the less urgent ones waiting
-there, so only awaiting requests of tiers at least as urgent count against a tier's release,
-and the most urgent tier's limit has half a second of its first tokens on top, `_limit_for`;
-a tier with an age bound is held while a more urgent request awaits, `_awaiting_upto`):
-0. the age bound: the oldest request past its tier's `promote_after_ms` goes as a request of
-   the next more urgent tier (its room, its awaiting count, its engine priority);
-1. the starvation bound: a tier with queued requests whose share of the last `SHARE_WINDOW`
-   released requests is under `admission.min_share` is owed; the most urgent owed tier
-   releases its oldest request;
-2. else the most urgent ready tier releases a batch (up to `max_batch_size` requests and
-   `max_tokens_per_batch` tokens), stopping early when another tier becomes owed;
-3. else, work conservation: the most urgent tier holding any request releases a batch, ready or
-   not. vLLM batches continuously, so holding a request while a slot is idle buys nothing:
-   below saturation every request goes on arrival, and windows and batch sizes order releases
-   only while the engine is saturated (slots free one by one and rules 1-2 pick who gets them).
-A tier that may not use the reserved slots is skipped while only those are left. Within a
-tier, oldest first; the most urgent tier newest first while its oldest has waited over
-`admission.lifo_after_ms` (adaptive LIFO). A queued request older than its queue's
-`queue_timeout_ms`, else `admission.shed_after_ms`, is refused (503 + Retry-After).
-
-Data layout, chosen so that no decision costs time in proportion to queue depth:
-- each tier holds one FIFO deque per length group; entries are appended in arrival order, so
-  the head of each deque is its oldest request and the tier's oldest is the oldest head;
-- request count and prompt+max token sums per tier are kept up to date on every event;
-- cancelling a queued request only marks its entry dead (O(1)); dead entries are skipped when
-  they reach a head and swept in one pass once they outnumber the live ones (amortised O(1)).
+`poll` applies the release rules of scheduler/selection.py (the age bound, the starvation
+bound, readiness, work conservation; FIFO or adaptive LIFO within a tier) while a slot is free.
+A queued request older than its queue's `queue_timeout_ms`, else `admission.shed_after_ms`, is
+refused (503 + Retry-After). The queues' layout, chosen so that no decision costs time in
+proportion to queue depth, is in scheduler/queues.py.
 
 Choices where DESIGN.md is silent:
 - tokens of a request (readiness and the per-release cap) = prompt_tokens + max_tokens;
@@ -55,6 +32,16 @@ from collections import deque
 from scheduler.config import DEFAULT_MAX_IN_FLIGHT, TierConfig
 from scheduler.limiter import AwaitingLimit
 from scheduler.queues import SWEEP_MIN_DEAD, Entry, Flight, TierQueue
+from scheduler.selection import SHARE_WINDOW as SHARE_WINDOW  # re-exported for the tests
+from scheduler.selection import (
+    ShareWindow,
+    aged_tier,
+    awaiting_upto,
+    chosen_tier,
+    next_wakeup,
+    owed_tier,
+    release_order,
+)
 from scheduler.stats import retry_after_s, scheduler_stats
 from scheduler.types import (
     QUEUE_FULL,
@@ -64,9 +51,6 @@ from scheduler.types import (
     Request,
     SchedulerStats,
 )
-
-SHARE_WINDOW = 128  # released requests the starvation bound's shares are counted over
-_HELD = 1 << 30  # an awaiting count no limit admits
 
 
 class Dispatcher:
@@ -83,9 +67,7 @@ class Dispatcher:
         self._recent: deque[tuple[str, float, int, int, float]] = deque(maxlen=64)
         self._tiers: dict[str, TierQueue] = {}
         self._order: list[TierQueue] = []
-        # Tier names of the last SHARE_WINDOW released requests, and how many each holds.
-        self._share_window: deque[str] = deque()
-        self._share_counts: dict[str, int] = {}
+        self._shares = ShareWindow()
         self._limit = 1  # the awaiting limit of the poll in progress
         self._urgent_limit = 1  # the most urgent tier's (see `_limit_for`)
         self.limiter = AwaitingLimit(None, self._default_max_in_flight)
@@ -246,7 +228,7 @@ class Dispatcher:
                     self._limit, min(self.max_in_flight, self._limit + allowance)
                 )
         while self._queued and len(flight) < self.max_in_flight:
-            aged = self._aged_tier(now)
+            aged = aged_tier(self._order, now, self._has_room)
             if aged is not None:
                 self._release(aged, 1, now, released, sent_as)
                 aged_ids.append(released[-1].id)
@@ -256,7 +238,7 @@ class Dispatcher:
                 self._release(owed, 1, now, released, sent_as)
                 promoted.append(released[-1].id)
                 continue
-            chosen = self._chosen_tier(now)
+            chosen = chosen_tier(self._order, now, self._has_room)
             if chosen is None:
                 break  # only reserved slots are left and only less urgent tiers wait
             cap = self.max_in_flight - (self.reserved if chosen.rank else 0)
@@ -265,7 +247,9 @@ class Dispatcher:
             self._release(chosen, room, now, released, sent_as, lifo=chosen.backed_up(now))
         if self._queued and len(flight) < self.max_in_flight:
             self.limiter.held_back()  # something waits and only the awaiting limit stops it
-        return PollResult(released, rejected, self._next_wakeup(now), promoted, aged_ids, sent_as)
+        return PollResult(
+            released, rejected, next_wakeup(self._order, now), promoted, aged_ids, sent_as
+        )
 
     def _has_room(self, tier: TierQueue) -> bool:
         cap = self.max_in_flight - (self.reserved if tier.rank else 0)
@@ -279,65 +263,10 @@ class Dispatcher:
         return self._urgent_limit if tier.rank == 0 else self._limit
 
     def _awaiting_upto(self, tier: TierQueue) -> int:
-        """Awaiting requests that count against `tier`'s release: all of them, or with the
-        engine ordering by priority only those of tiers at least as urgent. A tier with an
-        age bound (`promote_after_ms`) counts all of them even then: held here while the
-        engine is busy, its waiting requests can still be promoted; in the engine's own queue
-        they would wait behind every more urgent request released after them. So it is
-        released, unpromoted, only while no more urgent request awaits its first token."""
-        if not self.engine_priority:
-            return self._awaiting
-        ahead = sum(t.awaiting for t in self._order[: tier.rank])
-        if tier.promote_s is not None:
-            # None ahead, or it would wait in the engine behind them and behind every more
-            # urgent request released after it: count it full then (held until promoted).
-            return self._awaiting if ahead == 0 else _HELD
-        return ahead + tier.awaiting
-
-    def _aged_tier(self, now: float) -> TierQueue | None:
-        """The tier holding the oldest request past its `promote_after_ms` while the next more
-        urgent tier has a free slot: that request goes next, as that tier's would (counted
-        in its awaiting, sent with its engine priority), so each promotion takes one step."""
-        best: Entry | None = None
-        for tier in self._order[1:]:
-            entry = tier.aged(now) if tier.promote_s is not None else None
-            if (
-                entry is not None
-                and (best is None or entry.seq < best.seq)
-                and self._has_room(self._order[tier.rank - 1])
-            ):
-                best = entry
-        return None if best is None else best.tier
+        return awaiting_upto(self._order, tier, self._awaiting, self.engine_priority)
 
     def _owed_tier(self, besides: TierQueue | None = None) -> TierQueue | None:
-        """The most urgent tier with queued requests and a free slot whose share of the recent
-        releases is under `min_share` (the starvation bound), other than `besides`."""
-        if self.min_share <= 0:
-            return None
-        window = len(self._share_window)
-        counts = self._share_counts
-        for tier in self._order:
-            if (
-                tier is not besides
-                and tier.depth
-                and counts.get(tier.name, 0) < self.min_share * window
-                and self._has_room(tier)
-            ):
-                return tier
-        return None
-
-    def _chosen_tier(self, now: float) -> TierQueue | None:
-        """The most urgent ready tier with a free slot, else the most urgent one holding any
-        request (work conservation)."""
-        fallback: TierQueue | None = None
-        for tier in self._order:
-            if not tier.depth or not self._has_room(tier):
-                continue
-            if tier.ready(now):
-                return tier
-            if fallback is None:
-                fallback = tier
-        return fallback
+        return owed_tier(self._order, self._shares, self.min_share, self._has_room, besides)
 
     def _expire(self, tier: TierQueue, now: float, out: list[tuple[Request, Rejection]]) -> None:
         assert tier.timeout_s is not None
@@ -372,21 +301,11 @@ class Dispatcher:
     ) -> None:
         """Release up to `room` of `tier`'s requests: oldest first, or with `lifo` (the tier is
         backed up) newest first, the newest request's length group first."""
-        if lifo:
-            for dq in tier.groups:
-                while dq and not dq[-1].alive:
-                    dq.pop()
-                    tier.dead -= 1
-            order = sorted((dq for dq in tier.groups if dq), key=lambda dq: -dq[-1].seq)
-        elif len(tier.groups) == 1:
-            order = tier.groups
-        else:
-            tier.oldest()  # drops dead heads so that every deque head below is live
-            order = sorted((dq for dq in tier.groups if dq), key=lambda dq: dq[0].seq)
+        order = release_order(tier, lifo)
         flight = self._flight
         waits = tier.waits
         # A tier with an age bound goes to the engine as the next more urgent tier, and counts
-        # in that tier's awaiting (`_awaiting_upto`).
+        # in that tier's awaiting (scheduler/selection.py, `awaiting_upto`).
         counted = self._order[tier.rank - 1] if tier.promote_s is not None else tier
         share_rule = self.min_share > 0
         taken = 0
@@ -415,7 +334,7 @@ class Dispatcher:
                     sent_as[req.id] = counted.name
                 out.append(req)
                 waits.append(now - entry.arrived)
-                self._count_release(tier.name)
+                self._shares.count(tier.name)
                 self._awaiting += 1
                 counted.awaiting += 1
                 taken += 1
@@ -429,34 +348,6 @@ class Dispatcher:
         padding = 0.0 if longest == 0 else 1.0 - prompt_sum / (taken * longest)
         tier.record_release(now, taken, padding)
         self._recent.append((tier.name, now, taken, tokens, padding))
-
-    def _count_release(self, name: str) -> None:
-        window = self._share_window
-        counts = self._share_counts
-        if len(window) == SHARE_WINDOW:
-            gone = window.popleft()
-            counts[gone] -= 1
-        window.append(name)
-        counts[name] = counts.get(name, 0) + 1
-
-    def _next_wakeup(self, now: float) -> float | None:
-        """Earliest future instant at which time alone changes a decision: a queued request
-        timing out. Waits running out need no timer: a request waits only while no slot is
-        free, and a first token, completion or cancel wakes the driver when one frees."""
-        wakeup: float | None = None
-        for tier in self._order:
-            if not tier.depth:
-                continue
-            oldest = tier.oldest()
-            if oldest is None:
-                continue
-            for bound in (tier.timeout_s, tier.promote_s):
-                if bound is None:
-                    continue
-                when = oldest.arrived + bound
-                if when > now and (wakeup is None or when < wakeup):
-                    wakeup = when
-        return wakeup
 
     # -- queries --------------------------------------------------------------------------
 
@@ -497,6 +388,6 @@ class Dispatcher:
             max_awaiting=self.max_awaiting,
             reserved=self.reserved,
             recent=list(self._recent),
-            shares=self._share_counts,
+            shares=self._shares.counts,
             limiter=self.limiter,
         )
