@@ -147,6 +147,12 @@ class Agent:
             return self.supervisor.args.get("scheduling_policy") == "priority"
         return True
 
+    def priority_of(self, tier: str) -> int:
+        """The engine priority of a tier's requests (the most urgent tier's for one that a
+        reconfigure removed meanwhile)."""
+        queue = self.config.scheduler.queues.get(tier)
+        return queue.priority if queue is not None else self.promoted_priority
+
     @property
     def promoted_priority(self) -> int:
         """The engine priority of a request released by the starvation bound: the most
@@ -215,6 +221,7 @@ class Agent:
             timeout=timeout,
             auto_decompress=False,
             skip_auto_headers=("User-Agent",),
+            cookie_jar=aiohttp.DummyCookieJar(),  # an engine sets none: no per-request lookup
         )
         self.driver.start()
         if self.options.tier_config_file is not None:

@@ -145,7 +145,13 @@ def engine_body(completion: Completion, body: bytes, priority: int | None) -> by
     client's). Unchanged bytes when there is nothing to write or remove."""
     payload = completion.payload
     if priority is not None:
+        had = "priority" in payload
         payload["priority"] = priority
+        start = body.find(b"{")
+        if not had and start >= 0:
+            # The client sent none: write the field in front of the others rather than
+            # serialise the whole body again (the object has at least `model`, so a comma).
+            return b'{"priority":%d,%s' % (priority, body[start + 1 :])
     elif "priority" in payload:
         del payload["priority"]
     else:

@@ -169,6 +169,7 @@ class Gateway:
         state = _Disconnect()
         watcher = asyncio.ensure_future(_watch(receive, asyncio.current_task(), state))
         ticket: Ticket | None = None
+        waited: float | None = None
         try:
             try:
                 ticket = await agent.driver.acquire(
@@ -179,11 +180,11 @@ class Gateway:
                 message = f"tier {tier!r}: {exc}"
                 await send_error(send, exc.status, message, exc.reason, exc.retry_after_s)
                 return
-            agent.metrics.released(tier, time.perf_counter() - t0)
-            if sent_priority and ticket.promoted:
-                # Released by the starvation bound: the engine's own priority queue must not
-                # starve it again behind the more urgent requests released after it.
-                body = engine_body(completion, body, agent.promoted_priority)
+            waited = time.perf_counter() - t0  # observed when the request ends: off the hop
+            if sent_priority and ticket.sent_as is not None:
+                # Released by the starvation or the age bound: the engine's own priority queue
+                # must not starve it again behind the more urgent requests released after it.
+                body = engine_body(completion, body, agent.priority_of(ticket.sent_as))
             if not stream:
                 # No first-token signal without a stream: count it as started so it does not
                 # hold an awaiting-first-token slot until the whole answer is done.
@@ -210,6 +211,8 @@ class Gateway:
             watcher.cancel()
             if ticket is not None:
                 ticket.release()
+            if waited is not None:
+                agent.metrics.released(tier, waited)
             if state.writer is not None:
                 await state.writer.close()
 
@@ -261,9 +264,12 @@ class Gateway:
                 async for chunk in resp.content.iter_any():
                     if ttft is None and first.seen(chunk):
                         ttft = time.perf_counter() - t0
+                        # The client's first token first, then the scheduler's bookkeeping.
+                        await writer.write(chunk)
                         ticket.first_token()
+                    else:
+                        await writer.write(chunk)  # waits only while the client is far behind
                     tail = (tail + chunk)[-_TAIL_BYTES:]
-                    await writer.write(chunk)  # waits only while the client is far behind
             if b"[DONE]" not in tail:
                 raise aiohttp.ClientPayloadError("the engine's stream ended without [DONE]")
         except (aiohttp.ClientError, TimeoutError) as exc:

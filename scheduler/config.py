@@ -6,7 +6,10 @@ round-trips identical in shape.
 
 Validation collects every problem at once, each as a `FieldError` with a dotted path from the
 document root ("scheduler.queues.batch.priority") and the rule it breaks ("must differ from
-queues.online.priority"), so the console can show each error beside its field.
+queues.online.priority"), so the console can show each error beside its field. Here: the
+schema, the rules spanning several fields, and parsing, serialising and diffing a config;
+`FieldError`, `ConfigError` and the wording of pydantic's errors are in scheduler/errors.py
+(importable from here too).
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
@@ -29,6 +32,12 @@ from pydantic import (
     StrictInt,
     ValidationError,
 )
+
+# Re-exported: callers import a config's errors from here or from `scheduler`.
+from scheduler.errors import ConfigError as ConfigError
+from scheduler.errors import FieldError as FieldError
+from scheduler.errors import field_errors as field_errors
+from scheduler.errors import field_message as field_message
 
 DEFAULT_MAX_IN_FLIGHT = 256
 _QUEUE_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -53,6 +62,9 @@ class QueueConfig(_Strict):
     length_groups: list[PositiveInt] = Field(
         default_factory=list
     )  # prompt-token upper bounds, increasing
+    # The age bound (docs/admission.md): a request of this tier queued this long is released
+    # as the next more urgent tier's (its slot rules and vLLM priority). None: never.
+    promote_after_ms: PositiveMs | None = None
 
 
 class AdaptiveConfig(_Strict):
@@ -64,6 +76,11 @@ class AdaptiveConfig(_Strict):
 
 
 DEFAULT_MIN_SHARE = 0.05
+# Overload (docs/admission.md): a tier whose oldest queued request has waited this long is
+# backed up and releases newest first; a queued request this old is shed (503 + Retry-After)
+# unless its queue sets its own `queue_timeout_ms`.
+DEFAULT_LIFO_AFTER_MS = 1000
+DEFAULT_SHED_AFTER_MS = 30000
 Share = Annotated[StrictInt | StrictFloat, Field(allow_inf_nan=False)]
 
 
@@ -77,6 +94,8 @@ class AdmissionConfig(_Strict):
     # recent releases, even while a more urgent tier is ready (0: strict priority). Range
     # checked in _cross_field_errors so the message can say what the bound depends on.
     min_share: Share = DEFAULT_MIN_SHARE
+    lifo_after_ms: PositiveMs | None = DEFAULT_LIFO_AFTER_MS  # None: FIFO always
+    shed_after_ms: PositiveMs | None = DEFAULT_SHED_AFTER_MS  # None: no default sojourn bound
 
 
 class SchedulerConfig(_Strict):
@@ -97,95 +116,10 @@ class TierConfig(_Strict):
 
 
 @dataclass(frozen=True)
-class FieldError:
-    path: str
-    message: str
-
-    def __str__(self) -> str:
-        # An empty path is a document-level problem (the file is not JSON at all).
-        return f"{self.path}: {self.message}" if self.path else self.message
-
-
-class ConfigError(ValueError):
-    """A tier config that breaks one or more rules; `errors` lists them all."""
-
-    def __init__(self, errors: list[FieldError]) -> None:
-        self.errors = errors
-        super().__init__("\n".join(str(e) for e in errors))
-
-
-@dataclass(frozen=True)
 class Change:
     path: str
     old: Any
     new: Any
-
-
-def _loc_path(loc: tuple[int | str, ...]) -> str:
-    return ".".join(str(part) for part in loc) or "(root)"
-
-
-# pydantic's bound errors: the sign shown, and the key of the bound in the error's context.
-_BOUNDS = {
-    "greater_than": (">", "gt"),
-    "greater_than_equal": (">=", "ge"),
-    "less_than": ("<", "lt"),
-    "less_than_equal": ("<=", "le"),
-}
-
-
-def field_message(err: Mapping[str, Any]) -> str:
-    """A pydantic error as a short rule ("must be an integer"), for "path: rule" lines.
-
-    The one translator of pydantic's errors: the console's launch-argument validation uses it
-    too, so a bound or a type reads the same on every form, API and command line."""
-    kind = err["type"]
-    ctx = err.get("ctx") or {}
-    if kind in _BOUNDS:
-        sign, key = _BOUNDS[kind]
-        return f"must be {sign} {ctx[key]}"
-    if kind == "extra_forbidden":
-        return "unknown field"
-    if kind == "missing":
-        return "required field is missing"
-    if kind in ("int_type", "int_from_float", "int_parsing"):
-        return "must be an integer"
-    if kind in ("float_type", "float_parsing"):
-        return "must be a number"
-    if kind == "finite_number":
-        return "must be a finite number"
-    if kind == "bool_type":
-        return "must be true or false"
-    if kind == "string_type":
-        return "must be a string"
-    if kind == "literal_error":
-        return f"must be one of {ctx.get('expected', '')}"
-    if kind in ("dict_type", "model_type", "model_attributes_type"):
-        return "must be an object"
-    if kind in ("tuple_type", "list_type"):
-        return "must be a list"
-    if kind in ("too_short", "string_too_short"):
-        return "must not be empty"
-    return str(err["msg"])
-
-
-def field_errors(
-    exc: ValidationError, special: Callable[[Mapping[str, Any]], str | None] | None = None
-) -> list[FieldError]:
-    """Every error of a pydantic validation as a FieldError (dotted path, `field_message`),
-    each once. `special` may word an error of its own (a field-specific range); None from it
-    falls back to `field_message`."""
-    errors: list[FieldError] = []
-    for err in exc.errors():
-        loc = tuple(err["loc"])
-        message = (special(err) if special is not None else None) or field_message(err)
-        if loc and loc[-1] in ("int", "float") and err["type"].endswith("_type"):
-            # One failure per branch of an int | float union: report it once.
-            loc, message = loc[:-1], "must be a number"
-        field_error = FieldError(_loc_path(loc), message)
-        if field_error not in errors:
-            errors.append(field_error)
-    return errors
 
 
 def _is_int(value: object) -> TypeGuard[int]:
@@ -238,6 +172,7 @@ def _cross_field_errors(
             errors.append(
                 FieldError(f"scheduler.queues.{name}.length_groups", "must be strictly increasing")
             )
+    errors.extend(_promotion_errors(queues, sched.get("admission")))
     adaptive = sched.get("adaptive")
     if isinstance(adaptive, Mapping):
         ratio = adaptive.get("wait_time_reduction_ratio")
@@ -278,6 +213,51 @@ def _cross_field_errors(
                         "less urgent queues)",
                     )
                 )
+    return errors
+
+
+def _ms(value: object) -> float | None:
+    return float(value) if _is_number(value) and math.isfinite(value) and value > 0 else None
+
+
+def _promotion_errors(queues: Mapping[str, Any], admission: object) -> list[FieldError]:
+    """The age bound and the overload bounds must be able to take effect."""
+    errors: list[FieldError] = []
+    adm = admission if isinstance(admission, Mapping) else {}
+    lifo = _ms(adm.get("lifo_after_ms", DEFAULT_LIFO_AFTER_MS))
+    shed = _ms(adm.get("shed_after_ms", DEFAULT_SHED_AFTER_MS))
+    if lifo is not None and shed is not None and shed <= lifo:
+        errors.append(
+            FieldError(
+                "scheduler.admission.shed_after_ms",
+                f"must be above lifo_after_ms ({lifo:g}), or no backlog is ever served newest "
+                "first",
+            )
+        )
+    prios = {
+        name: q["priority"]
+        for name, q in queues.items()
+        if isinstance(q, Mapping) and _is_int(q.get("priority"))
+    }
+    first = min(prios, key=lambda n: prios[n]) if prios else None
+    for name, queue in queues.items():
+        if not isinstance(queue, Mapping):
+            continue
+        promote = _ms(queue.get("promote_after_ms"))
+        if promote is None:
+            continue
+        path = f"scheduler.queues.{name}.promote_after_ms"
+        if name == first:
+            errors.append(FieldError(path, "the most urgent queue has no one to go ahead of"))
+            continue
+        timeout = _ms(queue.get("queue_timeout_ms"))
+        bound, field = (
+            (timeout, "queue_timeout_ms")
+            if timeout is not None
+            else (shed, "admission.shed_after_ms")
+        )
+        if bound is not None and promote >= bound:
+            errors.append(FieldError(path, f"must be below {field} ({bound:g})"))
     return errors
 
 

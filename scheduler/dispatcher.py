@@ -3,27 +3,11 @@
 Nothing here reads a clock or does I/O: every call takes `now` (float seconds, monotonic), so
 the rules can be tested to the microsecond without sleeping.
 
-The release rule, each time `poll` runs, while a slot is free (in-flight under `max_in_flight`
-and awaiting-first-token under its limit, scheduler/limiter.py; with `pass_priority` the
-engine's priority queue lets a more urgent request overtake the less urgent ones waiting
-there, so only awaiting requests of tiers at least as urgent count against a tier's release):
-1. the starvation bound: a tier with queued requests whose share of the last `SHARE_WINDOW`
-   released requests is under `admission.min_share` is owed; the most urgent owed tier
-   releases its oldest request;
-2. else the most urgent ready tier releases a batch (up to `max_batch_size` requests and
-   `max_tokens_per_batch` tokens), stopping early when another tier becomes owed;
-3. else, work conservation: the most urgent tier holding any request releases a batch, ready or
-   not. vLLM batches continuously, so holding a request while a slot is idle buys nothing:
-   below saturation every request goes on arrival, and windows and batch sizes order releases
-   only while the engine is saturated (slots free one by one and rules 1-2 pick who gets them).
-A tier that may not use the reserved slots is skipped while only those are left.
-
-Data layout, chosen so that no decision costs time in proportion to queue depth:
-- each tier holds one FIFO deque per length group; entries are appended in arrival order, so
-  the head of each deque is its oldest request and the tier's oldest is the oldest head;
-- request count and prompt+max token sums per tier are kept up to date on every event;
-- cancelling a queued request only marks its entry dead (O(1)); dead entries are skipped when
-  they reach a head and swept in one pass once they outnumber the live ones (amortised O(1)).
+`poll` applies the release rules of scheduler/selection.py (the age bound, the starvation
+bound, readiness, work conservation; FIFO or adaptive LIFO within a tier) while a slot is free.
+A queued request older than its queue's `queue_timeout_ms`, else `admission.shed_after_ms`, is
+refused (503 + Retry-After). The queues' layout, chosen so that no decision costs time in
+proportion to queue depth, is in scheduler/queues.py.
 
 Choices where DESIGN.md is silent:
 - tokens of a request (readiness and the per-release cap) = prompt_tokens + max_tokens;
@@ -48,6 +32,16 @@ from collections import deque
 from scheduler.config import DEFAULT_MAX_IN_FLIGHT, TierConfig
 from scheduler.limiter import AwaitingLimit
 from scheduler.queues import SWEEP_MIN_DEAD, Entry, Flight, TierQueue
+from scheduler.selection import SHARE_WINDOW as SHARE_WINDOW  # re-exported for the tests
+from scheduler.selection import (
+    ShareWindow,
+    aged_tier,
+    awaiting_upto,
+    chosen_tier,
+    next_wakeup,
+    owed_tier,
+    release_order,
+)
 from scheduler.stats import retry_after_s, scheduler_stats
 from scheduler.types import (
     QUEUE_FULL,
@@ -57,8 +51,6 @@ from scheduler.types import (
     Request,
     SchedulerStats,
 )
-
-SHARE_WINDOW = 128  # released requests the starvation bound's shares are counted over
 
 
 class Dispatcher:
@@ -75,10 +67,9 @@ class Dispatcher:
         self._recent: deque[tuple[str, float, int, int, float]] = deque(maxlen=64)
         self._tiers: dict[str, TierQueue] = {}
         self._order: list[TierQueue] = []
-        # Tier names of the last SHARE_WINDOW released requests, and how many each holds.
-        self._share_window: deque[str] = deque()
-        self._share_counts: dict[str, int] = {}
+        self._shares = ShareWindow()
         self._limit = 1  # the awaiting limit of the poll in progress
+        self._urgent_limit = 1  # the most urgent tier's (see `_limit_for`)
         self.limiter = AwaitingLimit(None, self._default_max_in_flight)
         self._apply(config)
 
@@ -103,7 +94,7 @@ class Dispatcher:
             old = self._tiers.get(name)
             if old is not None:
                 old.rank = rank
-                old.configure(config)
+                old.configure(config, rank)
                 tiers[name] = old
             else:
                 tiers[name] = TierQueue(name, config, rank)
@@ -133,8 +124,9 @@ class Dispatcher:
             tier.queued_tokens += entry.tokens
         for flight in self._flight.values():
             flight.tier = self._tiers.get(flight.tier.name, fallback)
+            flight.counted = self._tiers.get(flight.counted.name, fallback)
             flight.tier.in_flight += 1
-            flight.tier.awaiting += flight.awaiting
+            flight.counted.awaiting += flight.awaiting
 
     # -- events -------------------------------------------------------------------------------
 
@@ -164,13 +156,22 @@ class Dispatcher:
         if flight is not None and flight.awaiting:
             flight.awaiting = False
             self._awaiting -= 1
-            flight.tier.awaiting -= 1
+            flight.counted.awaiting -= 1
             if timed:
                 self.limiter.sample(now - flight.released_at, now, flight.tier.name)
 
     def engine_waiting(self, count: int, now: float) -> None:
         """The engine's own waiting-queue length (vLLM's `num_requests_waiting`), when known."""
         self.limiter.engine_waiting(count, now)
+
+    @property
+    def most_urgent(self) -> str:
+        return self._order[0].name
+
+    @property
+    def urgent_limit(self) -> int:
+        """The most urgent tier's awaiting limit in the last poll (see `_limit_for`)."""
+        return self._urgent_limit
 
     @property
     def max_awaiting(self) -> int:
@@ -185,7 +186,7 @@ class Dispatcher:
         flight.tier.in_flight -= 1
         if flight.awaiting:
             self._awaiting -= 1
-            flight.tier.awaiting -= 1
+            flight.counted.awaiting -= 1
         return True
 
     def cancel(self, req_id: str, now: float) -> bool:
@@ -210,67 +211,62 @@ class Dispatcher:
         rejected: list[tuple[Request, Rejection]] = []
         released: list[Request] = []
         promoted: list[str] = []
+        aged_ids: list[str] = []
+        sent_as: dict[str, str] = {}
         for tier in self._order:
             if tier.timeout_s is not None and tier.depth:
                 self._expire(tier, now, rejected)
         flight = self._flight
-        limit = self._limit = self.limiter.value
+        self._limit = self.limiter.value
+        self._urgent_limit = self._limit
+        if self.engine_priority and self._order and not self._order[0].backed_up(now):
+            # Not while it is backed up: then the engine's FIFO share of the backlog would
+            # delay the newest requests that LIFO releases first.
+            allowance = self.limiter.drain_allowance(self._order[0].name, now)
+            if allowance:
+                self._urgent_limit = max(
+                    self._limit, min(self.max_in_flight, self._limit + allowance)
+                )
         while self._queued and len(flight) < self.max_in_flight:
+            aged = aged_tier(self._order, now, self._has_room)
+            if aged is not None:
+                self._release(aged, 1, now, released, sent_as)
+                aged_ids.append(released[-1].id)
+                continue
             owed = self._owed_tier()
             if owed is not None:
-                self._release(owed, 1, now, released)
+                self._release(owed, 1, now, released, sent_as)
                 promoted.append(released[-1].id)
                 continue
-            chosen = self._chosen_tier(now)
+            chosen = chosen_tier(self._order, now, self._has_room)
             if chosen is None:
                 break  # only reserved slots are left and only less urgent tiers wait
             cap = self.max_in_flight - (self.reserved if chosen.rank else 0)
-            room = min(cap - len(flight), limit - self._awaiting_upto(chosen), chosen.max_batch)
-            self._release(chosen, room, now, released)
+            awaiting_room = self._limit_for(chosen) - self._awaiting_upto(chosen)
+            room = min(cap - len(flight), awaiting_room, chosen.max_batch)
+            self._release(chosen, room, now, released, sent_as, lifo=chosen.backed_up(now))
         if self._queued and len(flight) < self.max_in_flight:
             self.limiter.held_back()  # something waits and only the awaiting limit stops it
-        return PollResult(released, rejected, self._next_wakeup(now), promoted)
+        return PollResult(
+            released, rejected, next_wakeup(self._order, now), promoted, aged_ids, sent_as
+        )
 
     def _has_room(self, tier: TierQueue) -> bool:
         cap = self.max_in_flight - (self.reserved if tier.rank else 0)
-        return len(self._flight) < cap and self._awaiting_upto(tier) < self._limit
+        return len(self._flight) < cap and self._awaiting_upto(tier) < self._limit_for(tier)
+
+    def _limit_for(self, tier: TierQueue) -> int:
+        """The awaiting limit of `tier`'s release. The most urgent tier, in an engine ordering
+        by priority, loses nothing by waiting there rather than here (it goes first in both,
+        FIFO), so it may also have as many awaiting as the engine gave it first tokens in the
+        last second (scheduler/limiter.py, DRAIN_S): only a backlog beyond that stays here."""
+        return self._urgent_limit if tier.rank == 0 else self._limit
 
     def _awaiting_upto(self, tier: TierQueue) -> int:
-        """Awaiting requests that count against `tier`'s release: all of them, or with the
-        engine ordering by priority only those of tiers at least as urgent."""
-        if not self.engine_priority:
-            return self._awaiting
-        return sum(t.awaiting for t in self._order[: tier.rank + 1])
+        return awaiting_upto(self._order, tier, self._awaiting, self.engine_priority)
 
     def _owed_tier(self, besides: TierQueue | None = None) -> TierQueue | None:
-        """The most urgent tier with queued requests and a free slot whose share of the recent
-        releases is under `min_share` (the starvation bound), other than `besides`."""
-        if self.min_share <= 0:
-            return None
-        window = len(self._share_window)
-        counts = self._share_counts
-        for tier in self._order:
-            if (
-                tier is not besides
-                and tier.depth
-                and counts.get(tier.name, 0) < self.min_share * window
-                and self._has_room(tier)
-            ):
-                return tier
-        return None
-
-    def _chosen_tier(self, now: float) -> TierQueue | None:
-        """The most urgent ready tier with a free slot, else the most urgent one holding any
-        request (work conservation)."""
-        fallback: TierQueue | None = None
-        for tier in self._order:
-            if not tier.depth or not self._has_room(tier):
-                continue
-            if tier.ready(now):
-                return tier
-            if fallback is None:
-                fallback = tier
-        return fallback
+        return owed_tier(self._order, self._shares, self.min_share, self._has_room, besides)
 
     def _expire(self, tier: TierQueue, now: float, out: list[tuple[Request, Rejection]]) -> None:
         assert tier.timeout_s is not None
@@ -285,21 +281,32 @@ class Dispatcher:
                 self._unqueue(entry)
                 tier.rejections[QUEUE_TIMEOUT] = tier.rejections.get(QUEUE_TIMEOUT, 0) + 1
                 detail = f"waited over {tier.timeout_s:g} s in queue {tier.name}"
-                out.append((entry.req, Rejection(QUEUE_TIMEOUT, 503, None, detail)))
+                retry = retry_after_s(tier, now)
+                out.append((entry.req, Rejection(QUEUE_TIMEOUT, 503, retry, detail)))
 
     def _unqueue(self, entry: Entry) -> None:
         del self._queued[entry.req.id]
         entry.tier.depth -= 1
         entry.tier.queued_tokens -= entry.tokens
 
-    def _release(self, tier: TierQueue, room: int, now: float, out: list[Request]) -> None:
-        if len(tier.groups) == 1:
-            order = tier.groups
-        else:
-            tier.oldest()  # drops dead heads so that every deque head below is live
-            order = sorted((dq for dq in tier.groups if dq), key=lambda dq: dq[0].seq)
+    def _release(
+        self,
+        tier: TierQueue,
+        room: int,
+        now: float,
+        out: list[Request],
+        sent_as: dict[str, str],
+        *,
+        lifo: bool = False,
+    ) -> None:
+        """Release up to `room` of `tier`'s requests: oldest first, or with `lifo` (the tier is
+        backed up) newest first, the newest request's length group first."""
+        order = release_order(tier, lifo)
         flight = self._flight
         waits = tier.waits
+        # A tier with an age bound goes to the engine as the next more urgent tier, and counts
+        # in that tier's awaiting (scheduler/selection.py, `awaiting_upto`).
+        counted = self._order[tier.rank - 1] if tier.promote_s is not None else tier
         share_rule = self.min_share > 0
         taken = 0
         tokens = 0
@@ -308,9 +315,9 @@ class Dispatcher:
         full = False
         for dq in order:
             while dq and taken < room:
-                entry = dq[0]
+                entry = dq[-1] if lifo else dq[0]
                 if not entry.alive:
-                    dq.popleft()
+                    dq.pop() if lifo else dq.popleft()
                     tier.dead -= 1
                     continue
                 if taken and tokens + entry.tokens > tier.max_tokens:
@@ -319,15 +326,17 @@ class Dispatcher:
                 if taken and share_rule and self._owed_tier(besides=tier) is not None:
                     full = True  # another tier is owed its share: it goes next
                     break
-                dq.popleft()
+                dq.pop() if lifo else dq.popleft()
                 self._unqueue(entry)
                 req = entry.req
-                flight[req.id] = Flight(req, tier, now)
+                flight[req.id] = Flight(req, tier, now, counted)
+                if counted is not tier:
+                    sent_as[req.id] = counted.name
                 out.append(req)
                 waits.append(now - entry.arrived)
-                self._count_release(tier.name)
+                self._shares.count(tier.name)
                 self._awaiting += 1
-                tier.awaiting += 1
+                counted.awaiting += 1
                 taken += 1
                 tokens += entry.tokens
                 prompt_sum += req.prompt_tokens
@@ -339,31 +348,6 @@ class Dispatcher:
         padding = 0.0 if longest == 0 else 1.0 - prompt_sum / (taken * longest)
         tier.record_release(now, taken, padding)
         self._recent.append((tier.name, now, taken, tokens, padding))
-
-    def _count_release(self, name: str) -> None:
-        window = self._share_window
-        counts = self._share_counts
-        if len(window) == SHARE_WINDOW:
-            gone = window.popleft()
-            counts[gone] -= 1
-        window.append(name)
-        counts[name] = counts.get(name, 0) + 1
-
-    def _next_wakeup(self, now: float) -> float | None:
-        """Earliest future instant at which time alone changes a decision: a queued request
-        timing out. Waits running out need no timer: a request waits only while no slot is
-        free, and a first token, completion or cancel wakes the driver when one frees."""
-        wakeup: float | None = None
-        for tier in self._order:
-            if not tier.depth or tier.timeout_s is None:
-                continue
-            oldest = tier.oldest()
-            if oldest is None:
-                continue
-            when = oldest.arrived + tier.timeout_s
-            if when > now and (wakeup is None or when < wakeup):
-                wakeup = when
-        return wakeup
 
     # -- queries --------------------------------------------------------------------------
 
@@ -404,6 +388,6 @@ class Dispatcher:
             max_awaiting=self.max_awaiting,
             reserved=self.reserved,
             recent=list(self._recent),
-            shares=self._share_counts,
+            shares=self._shares.counts,
             limiter=self.limiter,
         )

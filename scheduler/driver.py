@@ -4,7 +4,9 @@ No polling loop and no background task: every event that can change a decision (
 token, release, cancel, reconfigure) schedules one pump (a `Dispatcher.poll`) with
 `loop.call_soon`, shared by all events of the same loop iteration, and one `loop.call_at` timer
 is kept armed for the dispatcher's next wake-up (a tier's wait running out or a queue timeout).
-Between events the driver costs nothing.
+An arrival that finds no pump pending polls at once instead: below saturation it is released
+in the same loop iteration and `acquire` returns without yielding (the hot path's one tick
+less, tests/agent/test_hop_ticks.py). Between events the driver costs nothing.
 
 Cancellation safety: `acquire` is the only place a waiter can be cancelled while holding
 dispatcher state. Whatever point the cancellation lands on (still queued, or released but the
@@ -44,14 +46,23 @@ class Ticket:
     """A released request's slot. Call `first_token()` when the first token arrives and
     `release()` when the response ends (idempotent); `async with` releases on exit.
     `promoted`: released ahead of a more urgent tier by the starvation bound, so the engine
-    should see it with the most urgent tier's priority."""
+    should see it with the most urgent tier's priority. `sent_as`: the tier whose engine
+    priority it carries when not its own (the most urgent one's when `promoted`, the next more
+    urgent one's when its age bound promoted it), else None."""
 
-    __slots__ = ("_driver", "_released", "promoted", "request")
+    __slots__ = ("_driver", "_released", "promoted", "request", "sent_as")
 
-    def __init__(self, driver: AsyncDispatcher, request: Request, promoted: bool = False) -> None:
+    def __init__(
+        self,
+        driver: AsyncDispatcher,
+        request: Request,
+        promoted: bool = False,
+        sent_as: str | None = None,
+    ) -> None:
         self._driver = driver
         self.request = request
         self.promoted = promoted
+        self.sent_as = sent_as
         self._released = False
 
     @property
@@ -123,7 +134,12 @@ class AsyncDispatcher:
         fut: asyncio.Future[Ticket] = self._loop.create_future()
         self._waiters[req.id] = fut
         try:
-            self._schedule_pump()
+            if self._pump_scheduled:
+                pass  # a burst: this arrival joins the iteration's one poll
+            else:
+                # Decide now: released on arrival, the awaited future is already done, so
+                # the request goes upstream in this loop iteration, not the next.
+                self._pump()
             return await fut
         except BaseException:
             # Cancelled (or anything else) before the ticket reached the caller: whether the
@@ -178,13 +194,17 @@ class AsyncDispatcher:
         result = self.dispatcher.poll(now)
         freed = False
         promoted = result.promoted
+        sent_as = result.sent_as
+        urgent = self.dispatcher.most_urgent
         for req in result.released:
             fut = self._waiters.pop(req.id, None)
             if fut is None or fut.done():
                 # The waiter was cancelled an instant ago: hand the slot straight back.
                 freed = self.dispatcher.cancel(req.id, now) or freed
             else:
-                fut.set_result(Ticket(self, req, bool(promoted) and req.id in promoted))
+                up = bool(promoted) and req.id in promoted
+                as_tier = urgent if up else sent_as.get(req.id) if sent_as else None
+                fut.set_result(Ticket(self, req, up, as_tier))
         for req, rejection in result.rejected:
             fut = self._waiters.pop(req.id, None)
             if fut is not None and not fut.done():

@@ -35,6 +35,7 @@ Pure and deterministic: every input carries `now`; nothing reads a clock.
 
 from __future__ import annotations
 
+import math
 from collections import deque
 
 INITIAL_LIMIT = 16
@@ -47,14 +48,21 @@ BASELINE_WINDOW_S = 30.0
 ENGINE_READING_FRESH_S = 2.5  # the agent scrapes /metrics once a second
 ENGINE_IDLE_WAITING = 2  # a reading at or under it: not saturated
 ENGINE_SATURATED_WAITING = 8
+# The most urgent tier, with the engine ordering by priority, may have DRAIN_S seconds' worth
+# of its first tokens (its rate over RATE_WINDOW_S) awaiting on top of the limit: about that
+# much of its backlog waits in the engine (served first there, FIFO as here), the rest in the
+# gateway, where a backed-up queue is served newest first.
+DRAIN_S = 0.5
+RATE_WINDOW_S = 2.0
 
 
 class LatencyTrack:
     """One tier's first-token latencies: the windowed minimum and a weighted mean."""
 
-    __slots__ = ("_window", "recent_s")
+    __slots__ = ("_firsts", "_window", "recent_s")
 
     def __init__(self) -> None:
+        self._firsts: deque[float] = deque()  # times of the last RATE_WINDOW_S's samples
         # Monotonic deque of (time, latency): increasing latencies, so the head is the minimum.
         self._window: deque[tuple[float, float]] = deque()
         self.recent_s: float | None = None
@@ -64,10 +72,19 @@ class LatencyTrack:
         while window and window[-1][1] >= latency_s:
             window.pop()
         window.append((now, latency_s))
+        self._firsts.append(now)
+        self.drained(now)
         if self.recent_s is None:
             self.recent_s = latency_s
         else:
             self.recent_s += RECENT_WEIGHT * (latency_s - self.recent_s)
+
+    def drained(self, now: float) -> int:
+        """First tokens of the last RATE_WINDOW_S seconds."""
+        firsts = self._firsts
+        while firsts and firsts[0] < now - RATE_WINDOW_S:
+            firsts.popleft()
+        return len(firsts)
 
     def baseline_s(self, now: float) -> float | None:
         window = self._window
@@ -129,6 +146,14 @@ class AwaitingLimit:
             if base is not None and (best[0] is None or base < best[0]):
                 best = (base, track.recent_s)
         return best
+
+    def drain_allowance(self, key: str, now: float) -> int:
+        """Tier `key`'s first tokens per DRAIN_S, at its rate of the last RATE_WINDOW_S
+        (0: a fixed limit, or no sample yet)."""
+        track = self._tracks.get(key)
+        if self.fixed is not None or track is None:
+            return 0
+        return math.ceil(track.drained(now) * DRAIN_S / RATE_WINDOW_S)
 
     def held_back(self) -> None:
         """The dispatcher kept a request queued because the limit was reached."""

@@ -1,5 +1,13 @@
 """A tier's queue as the dispatcher keeps it: FIFO deques per length group, running sums and
-counters (the layout is explained in scheduler/dispatcher.py's docstring)."""
+counters.
+
+Data layout, chosen so that no decision costs time in proportion to queue depth:
+- each tier holds one FIFO deque per length group; entries are appended in arrival order, so
+  the head of each deque is its oldest request and the tier's oldest is the oldest head;
+- request count and prompt+max token sums per tier are kept up to date on every event;
+- cancelling a queued request only marks its entry dead (O(1)); dead entries are skipped when
+  they reach a head and swept in one pass once they outnumber the live ones (amortised O(1)).
+"""
 
 from __future__ import annotations
 
@@ -26,11 +34,17 @@ class Entry:
 
 
 class Flight:
-    __slots__ = ("awaiting", "released_at", "req", "tier")
+    """A released request. `counted` is the tier whose awaiting count it is in: its own, or
+    the tier its age bound promoted it to (the engine sees it with that tier's priority)."""
 
-    def __init__(self, req: Request, tier: TierQueue, released_at: float) -> None:
+    __slots__ = ("awaiting", "counted", "released_at", "req", "tier")
+
+    def __init__(
+        self, req: Request, tier: TierQueue, released_at: float, counted: TierQueue
+    ) -> None:
         self.req = req
         self.tier = tier
+        self.counted = counted
         self.released_at = released_at
         self.awaiting = True
 
@@ -42,9 +56,11 @@ class TierQueue(TierBook):
         "bounds",
         "dead",
         "groups",
+        "lifo_s",
         "max_batch",
         "max_depth",
         "max_tokens",
+        "promote_s",
         "rank",
         "reduced_wait_s",
         "threshold",
@@ -55,18 +71,28 @@ class TierQueue(TierBook):
     def __init__(self, name: str, config: TierConfig, rank: int) -> None:
         super().__init__(name)
         self.rank = rank
-        self.configure(config)
+        self.configure(config, rank)
         self.groups: list[deque[Entry]] = [deque() for _ in range(len(self.bounds) + 1)]
         self.dead = 0
 
-    def configure(self, config: TierConfig) -> None:
+    def configure(self, config: TierConfig, rank: int) -> None:
         q = config.scheduler.queues[self.name]
         adaptive = config.scheduler.adaptive
+        admission = config.scheduler.admission
         self.priority = q.priority
         self.max_batch = q.max_batch_size
         self.max_tokens = q.max_tokens_per_batch
         self.max_depth = q.max_queue_depth
-        self.timeout_s = None if q.queue_timeout_ms is None else q.queue_timeout_ms / 1000.0
+        # The queue's own timeout, else the default sojourn bound (admission.shed_after_ms).
+        timeout_ms = (
+            q.queue_timeout_ms if q.queue_timeout_ms is not None else admission.shed_after_ms
+        )
+        self.timeout_s = None if timeout_ms is None else timeout_ms / 1000.0
+        self.promote_s = None if q.promote_after_ms is None else q.promote_after_ms / 1000.0
+        # Adaptive LIFO serves the most urgent tier only: its late answers are worth least;
+        # the lower tiers keep FIFO (their waits are bounded by min_share and the age bound).
+        lifo_ms = admission.lifo_after_ms if rank == 0 else None
+        self.lifo_s = None if lifo_ms is None else lifo_ms / 1000.0
         self.bounds = list(q.length_groups)
         self.wait_s = q.max_waiting_time_ms / 1000.0
         self.reduced_wait_s = self.wait_s
@@ -97,6 +123,20 @@ class TierQueue(TierBook):
             return True
         oldest = self.oldest()
         return oldest is not None and now >= oldest.arrived + self.effective_wait()
+
+    def backed_up(self, now: float) -> bool:
+        """The oldest queued request has waited over `lifo_after_ms`: release newest first."""
+        if self.lifo_s is None or not self.depth:
+            return False
+        oldest = self.oldest()
+        return oldest is not None and now - oldest.arrived > self.lifo_s
+
+    def aged(self, now: float) -> Entry | None:
+        """The oldest queued request if it has waited `promote_after_ms`, else None."""
+        if self.promote_s is None or not self.depth:
+            return None
+        oldest = self.oldest()
+        return oldest if oldest is not None and now >= oldest.arrived + self.promote_s else None
 
     def adaptive_active(self) -> bool:
         return self.threshold is not None and self.depth > self.threshold

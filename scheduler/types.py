@@ -39,6 +39,12 @@ class PollResult:
     # (`admission.min_share`); the gateway sends them with the most urgent tier's engine
     # priority, or the engine's own priority queue would starve them again.
     promoted: list[str] = field(default_factory=list)
+    # ids of released requests promoted by their tier's age bound (`promote_after_ms`).
+    aged: list[str] = field(default_factory=list)
+    # Every released request of a tier with an age bound, with the tier one step more urgent
+    # whose engine priority it carries (the gateway orders it; the engine must not put it
+    # behind every more urgent request released after it).
+    sent_as: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -128,7 +128,11 @@ def require() -> Path:
 
 
 def engine_cpus() -> str:
-    """Core 0 for vLLM when there is more than one, so clients and the gateway get the rest."""
+    """Core 0 for vLLM when there is more than one, so clients and the gateway get the rest;
+    TIERGATE_VLLM_CPUS, when set, names them instead (empty: no pinning)."""
+    cpus = os.environ.get("TIERGATE_VLLM_CPUS")
+    if cpus is not None:
+        return cpus
     return "0" if (os.cpu_count() or 1) > 1 else ""
 
 

@@ -33,6 +33,13 @@ def build_parser() -> argparse.ArgumentParser:
     add_experiment_arguments(p)
     add_vllm_arguments(p)
     p.add_argument(
+        "--engine-cores",
+        choices=("own", "shared"),
+        default="own",
+        help="--engine vllm: vLLM on core 0, gateway and client on the others (own), or "
+        "vLLM's threads, the gateway and the client all on every core (shared)",
+    )
+    p.add_argument(
         "--store",
         action="store_true",
         help="store each arm as a benchmark run in the console (DATABASE_URL, as manage.py)",
@@ -71,6 +78,9 @@ def main(argv: list[str] | None = None) -> int:
     problem = check(args)
     if problem:
         parser.error(problem)
+    if args.engine_cores == "shared":
+        # tools/vllm_env.engine_cpus: vLLM binds a thread to each core; nothing else is pinned.
+        os.environ["TIERGATE_VLLM_CPUS"] = ",".join(str(c) for c in sorted(os.sched_getaffinity(0)))
     vllm = dev_vllm() if args.engine == "vllm" and not args.vllm_model else None
     options = options_from_args(args, [sys.executable, "-m", "perf.headline", *argv], vllm)
     experiment = run_experiment(options, log=lambda m: print(m, file=sys.stderr))

@@ -226,3 +226,29 @@ def test_queue_names_must_be_plain_words(seed: dict[str, Any], name: str) -> Non
     assert errors_of(seed) == [
         f"scheduler.queues.{name}: name must be 1-64 letters, digits, '-' or '_'"
     ]
+
+
+def test_overload_and_age_bounds_default_and_validate(seed: dict[str, Any]) -> None:
+    admission = parse_config(seed).scheduler.admission
+    assert (admission.lifo_after_ms, admission.shed_after_ms) == (1000, 30000)
+    seed["scheduler"]["queues"]["online"]["promote_after_ms"] = 100
+    seed["scheduler"]["queues"]["batch"]["promote_after_ms"] = 0
+    seed["scheduler"]["queues"]["offline"]["queue_timeout_ms"] = 500
+    seed["scheduler"]["queues"]["offline"]["promote_after_ms"] = 500
+    seed["scheduler"]["admission"] = {"lifo_after_ms": 2000, "shed_after_ms": 2000}
+    assert errors_of(seed) == [
+        "scheduler.queues.batch.promote_after_ms: must be > 0",
+        "scheduler.admission.shed_after_ms: must be above lifo_after_ms (2000), or no backlog "
+        "is ever served newest first",
+        "scheduler.queues.online.promote_after_ms: the most urgent queue has no one to go ahead of",
+        "scheduler.queues.offline.promote_after_ms: must be below queue_timeout_ms (500)",
+    ]
+
+
+def test_an_age_bound_must_come_before_the_default_sojourn_bound(seed: dict[str, Any]) -> None:
+    seed["scheduler"]["queues"]["offline"]["promote_after_ms"] = 40000
+    assert errors_of(seed) == [
+        "scheduler.queues.offline.promote_after_ms: must be below admission.shed_after_ms (30000)"
+    ]
+    seed["scheduler"]["admission"] = {"shed_after_ms": None, "lifo_after_ms": None}
+    assert parse_config(seed).scheduler.queues["offline"].promote_after_ms == 40000

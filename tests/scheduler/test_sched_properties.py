@@ -48,6 +48,23 @@ def configs(draw: st.DrawFn) -> TierConfig:
     if draw(st.booleans()):  # else adapted by the limiter
         admission["max_awaiting_first_token"] = draw(st.integers(1, 4))
     admission["pass_priority"] = draw(st.booleans())
+    # The overload bounds (adaptive LIFO, the default sojourn bound) and the age bound.
+    lifo = draw(st.sampled_from([None, 10, 40, 1000, "default"]))
+    shed = draw(st.sampled_from([None, 60, 30000, "default"]))
+    if lifo != "default":
+        admission["lifo_after_ms"] = lifo
+    if shed != "default":
+        admission["shed_after_ms"] = shed
+    lifo_ms = 1000 if lifo == "default" else lifo
+    shed_ms = 30000 if shed == "default" else shed
+    if lifo_ms is not None and shed_ms is not None and shed_ms <= lifo_ms:
+        admission["lifo_after_ms"] = None
+    first = min(queues, key=lambda n: queues[n]["priority"])
+    for name, queue in queues.items():
+        promote = draw(st.sampled_from([None, None, 5, 20, 60]))
+        bound = queue.get("queue_timeout_ms", shed_ms)
+        if name != first and promote is not None and (bound is None or promote < bound):
+            queue["promote_after_ms"] = promote
     doc = {
         "scheduler": {
             "queues": queues,
@@ -100,6 +117,7 @@ class Model:
     flight: dict[str, bool] = field(default_factory=dict)  # id -> still awaiting first token
     flight_tier: dict[str, str] = field(default_factory=dict)
     limit: int = 1  # the dispatcher's awaiting limit during the poll being checked
+    urgent_limit: int = 1  # the most urgent tier's during that poll
     outcome: dict[str, str] = field(default_factory=dict)
     seq: int = 0
     window: deque[str] = field(default_factory=lambda: deque(maxlen=SHARE_WINDOW))
@@ -136,6 +154,13 @@ class Model:
         queues = self.config.scheduler.queues
         if not self.config.scheduler.admission.pass_priority:
             return self.awaiting()
+        if queues[tier].promote_after_ms is not None:  # held here while the engine is busy
+            ahead = sum(
+                1
+                for rid, aw in self.flight.items()
+                if aw and queues[self.flight_tier[rid]].priority < queues[tier].priority
+            )
+            return self.awaiting() if ahead == 0 else 10**9
         prio = queues[tier].priority
         return sum(
             1
@@ -149,7 +174,35 @@ class Model:
         assert admission.max_in_flight is not None
         most_urgent = self.config.tiers_by_urgency()[0]
         cap = admission.max_in_flight - (0 if tier == most_urgent else admission.reserved_slots)
-        return in_flight < cap and self.awaiting_upto(tier) < self.limit
+        limit = self.urgent_limit if tier == most_urgent else self.limit
+        return in_flight < cap and self.awaiting_upto(tier) < limit
+
+    def timeout_ms(self, tier: str) -> float | None:
+        own = self.config.scheduler.queues[tier].queue_timeout_ms
+        return own if own is not None else self.config.scheduler.admission.shed_after_ms
+
+    def step_up(self, tier: str) -> str:
+        urgency = self.config.tiers_by_urgency()
+        return urgency[urgency.index(tier) - 1]
+
+    def aged(self, in_flight: int, pending: dict[str, list[Queued]], now: float) -> Queued | None:
+        """The oldest request past its tier's age bound whose next more urgent tier has room."""
+        queues = self.config.scheduler.queues
+        due = [
+            ps[0]
+            for t, ps in pending.items()
+            if ps
+            and queues[t].promote_after_ms is not None
+            and now >= ps[0].arrived + queues[t].promote_after_ms / 1000.0
+            and self.eligible(self.step_up(t), in_flight)
+        ]
+        return min(due, key=lambda q: q.seq) if due else None
+
+    def backed_up(self, tier: str, pending: list[Queued], now: float) -> bool:
+        lifo = self.config.scheduler.admission.lifo_after_ms
+        if tier != self.config.tiers_by_urgency()[0]:
+            return False  # adaptive LIFO serves the most urgent tier only
+        return lifo is not None and bool(pending) and now - pending[0].arrived > lifo / 1000.0
 
     def owed(self, in_flight: int, pending: dict[str, list[Queued]]) -> list[str]:
         """Tiers owed their minimum share now, most urgent first."""
@@ -173,7 +226,7 @@ def check_poll(d: Dispatcher, m: Model, now: float) -> None:
     admission = m.config.scheduler.admission
     due = set()
     for rid, q in m.queued.items():
-        timeout = queues[q.tier].queue_timeout_ms
+        timeout = m.timeout_ms(q.tier)
         if timeout is not None and q.arrived + timeout / 1000.0 <= now:
             due.add(rid)
     ready_before = {t for t in queues if m.ready(t, now, skip=due)}
@@ -188,6 +241,11 @@ def check_poll(d: Dispatcher, m: Model, now: float) -> None:
     fixed = admission.max_awaiting_first_token
     assert limit == fixed if fixed is not None else 1 <= limit <= admission.max_in_flight
     result = d.poll(now)
+    m.urgent_limit = d.urgent_limit
+    if not admission.pass_priority or admission.max_awaiting_first_token is not None:
+        assert m.urgent_limit == limit
+    else:
+        assert limit <= m.urgent_limit <= admission.max_in_flight
     rejected = {r.id for r, _ in result.rejected}
     assert len(rejected) == len(result.rejected)
     assert rejected == due, "exactly the timed-out requests are rejected"
@@ -198,45 +256,62 @@ def check_poll(d: Dispatcher, m: Model, now: float) -> None:
     urgency = m.config.tiers_by_urgency()
     rank = {t: i for i, t in enumerate(urgency)}
     pending = {t: sorted(m.pending(t), key=lambda q: q.seq) for t in queues}
-    promoted = set(result.promoted)
+    promoted = set(result.promoted) | set(result.aged)
     assert promoted <= {r.id for r in result.released}
+    assert not set(result.promoted) & set(result.aged)
     released: list[tuple[Queued, bool]] = []
     for i, r in enumerate(result.released):
         assert r.id in m.queued, "released once, and only what was queued"
         q = m.queued[r.id]
         in_flight = in_flight_before + i
-        assert m.eligible(q.tier, in_flight), "reserved slots stay free for the most urgent tier"
+        aged = m.aged(in_flight, pending, now)
         owed = m.owed(in_flight, pending)
-        if r.id in promoted:  # the starvation bound: the most urgent owed tier, oldest first
-            assert owed and q.tier == owed[0], f"{r.id} promoted while {owed} owed"
+        group = m.group(q.tier, q.prompt)
+        same_group = [o for o in pending[q.tier] if m.group(o.tier, o.prompt) == group]
+        if r.id in promoted:  # the age bound first, then the starvation bound; oldest first
+            if aged is not None:
+                assert q is aged, f"{r.id} promoted while {aged} is the oldest past its age"
+            else:
+                assert r.id in result.promoted
+                assert owed and q.tier == owed[0], f"{r.id} promoted while {owed} owed"
             assert q.seq == pending[q.tier][0].seq
+            assert m.eligible(m.step_up(q.tier) if aged is not None else q.tier, in_flight)
         else:
+            assert aged is None, f"{aged} past its age bound passed over by {r.id}"
+            assert m.eligible(q.tier, in_flight), "reserved slots stay free for the most urgent"
             assert set(owed) <= {q.tier}, f"owed tiers {owed} passed over by {q.tier}"
             if q.tier not in ready_before:  # work conservation: only if nothing more urgent
                 assert not any(pending[u] for u in urgency[: rank[q.tier]])
-        if q.tier not in {x.tier for x, _ in released}:  # a release starts with its oldest
-            assert q.seq == oldest_before[q.tier]
+            if m.backed_up(q.tier, pending[q.tier], now):  # newest first, per length group
+                assert q.seq == max(o.seq for o in same_group)
+                if q.tier not in {x.tier for x, _ in released}:
+                    assert q.seq == max(o.seq for o in pending[q.tier])
+            else:  # oldest first, per length group
+                assert q.seq == min(o.seq for o in same_group)
+                if q.tier not in {x.tier for x, _ in released}:
+                    assert q.seq == oldest_before[q.tier]
         pending[q.tier].remove(q)
         m.window.append(q.tier)
         del m.queued[r.id]
         released.append((q, r.id in promoted))
         m.flight[r.id] = True
-        m.flight_tier[r.id] = q.tier
+        if queues[q.tier].promote_after_ms is not None:  # sent and counted one tier up
+            assert result.sent_as[r.id] == m.step_up(q.tier)
+            m.flight_tier[r.id] = m.step_up(q.tier)
+        else:
+            assert r.id not in result.sent_as
+            m.flight_tier[r.id] = q.tier
         m.outcome[r.id] = "released"
     if result.released:  # a lower cap from reconfigure holds releases until under it
         assert len(m.flight) <= admission.max_in_flight
         if not admission.pass_priority:
             assert m.awaiting() <= limit
-    for q, _ in released:  # FIFO within tier and length group
-        group = m.group(q.tier, q.prompt)
-        assert not any(
-            o.tier == q.tier and m.group(o.tier, o.prompt) == group and o.seq < q.seq
-            for o in m.queued.values()
-        )
     # Work conservation: a request is left waiting only when no slot is free for its tier.
     if m.queued and len(m.flight) < admission.max_in_flight:
         for q in m.queued.values():
             assert not m.eligible(q.tier, len(m.flight)), f"{q.tier} waits beside a free slot"
+        left = {t: sorted(m.pending(t), key=lambda q: q.seq) for t in queues}
+        assert m.aged(len(m.flight), left, now) is None, "a request past its age bound waits"
     for tier in queues:
         if m.ready(tier, now):  # a ready tier is passed over only by the starvation bound
             less_urgent = {t for t in queues if queues[t].priority > queues[tier].priority}

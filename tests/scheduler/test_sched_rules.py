@@ -156,7 +156,8 @@ def test_reserved_slots_are_left_to_the_most_urgent_tier() -> None:
 
 
 def test_awaiting_first_token_caps_releases_until_a_first_token() -> None:
-    d = Dispatcher(make_config(admission={"max_awaiting_first_token": 2}))
+    # FIFO throughout (the queue is older than the default lifo_after_ms by the end).
+    d = Dispatcher(make_config(admission={"max_awaiting_first_token": 2, "lifo_after_ms": None}))
     for i in range(5):
         d.arrive(req(f"r{i}"), 0.0)
     assert ids(d.poll(1.0).released) == ["r0", "r1"]
@@ -400,3 +401,37 @@ def test_less_urgent_requests_awaiting_in_a_priority_engine_do_not_block_urgent_
     d.arrive(req("b3", "batch"), 0.01)
     # The engine would start o1 before b1 and b2: holding it back only adds delay.
     assert ids(d.poll(0.01).released) == (["o1"] if engine_priority else [])
+
+
+def test_an_aged_request_goes_one_tier_up_and_carries_its_priority() -> None:
+    config = make_config(
+        queues={"offline": {"promote_after_ms": 100}},
+        admission={"max_in_flight": 1, "min_share": 0},
+    )
+    d = Dispatcher(config)
+    d.arrive(req("b0", "batch"), 0.0)
+    d.arrive(req("off", "offline"), 0.0)
+    d.arrive(req("b1", "batch"), 0.05)
+    first = d.poll(0.0)
+    assert ids(first.released) == ["b0"] and first.next_wakeup == pytest.approx(0.1)
+    d.complete("b0", 0.2)
+    result = d.poll(0.2)  # off waited past 100 ms: ahead of the older-queued, more urgent b1
+    assert ids(result.released) == ["off"] and result.aged == ["off"]
+    assert result.sent_as == {"off": "batch"} and result.promoted == []
+
+
+def test_the_most_urgent_tier_of_a_priority_engine_may_exceed_the_limit_by_its_drain() -> None:
+    d = Dispatcher(make_config(admission={"max_in_flight": 1000}))
+    for i in range(200):  # 100 online first tokens a second for 2 s, each 10 ms after release
+        d.arrive(req(f"w{i}"), i * 0.01)
+        d.poll(i * 0.01)
+        d.first_token(f"w{i}", i * 0.01 + 0.01)
+    limit = d.max_awaiting
+    for i in range(200):
+        d.arrive(req(f"r{i}"), 2.0)
+        d.arrive(req(f"o{i}", "offline"), 2.0)
+    released = ids(d.poll(2.0).released)
+    online = [r for r in released if r.startswith("r")]
+    # half a second of its drain (~50) on top of the limit; the less urgent tier gets the limit
+    assert limit + 40 <= len(online) <= limit + 60, (limit, len(online))
+    assert len(released) - len(online) <= limit

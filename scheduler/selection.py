@@ -1,0 +1,171 @@
+"""Which queued requests the dispatcher releases next (DESIGN.md 3.2): its release rules as
+pure functions of the tiers' queues (scheduler/queues.py); scheduler/dispatcher.py holds the
+state, applies them and keeps the counts.
+
+The release rule, each time `Dispatcher.poll` runs, while a slot is free (in-flight under
+`max_in_flight` and awaiting-first-token under its limit, scheduler/limiter.py; with
+`pass_priority` the engine's priority queue lets a more urgent request overtake the less urgent
+ones waiting there, so only awaiting requests of tiers at least as urgent count against a tier's
+release, and the most urgent tier's limit has half a second of its first tokens on top,
+`Dispatcher._limit_for`; a tier with an age bound is held while a more urgent request awaits,
+`awaiting_upto`):
+0. the age bound: the oldest request past its tier's `promote_after_ms` goes as a request of
+   the next more urgent tier (its room, its awaiting count, its engine priority), `aged_tier`;
+1. the starvation bound: a tier with queued requests whose share of the last `SHARE_WINDOW`
+   released requests (`ShareWindow`) is under `admission.min_share` is owed; the
+   most urgent owed tier releases its oldest request, `owed_tier`;
+2. else the most urgent ready tier releases a batch (up to `max_batch_size` requests and
+   `max_tokens_per_batch` tokens), stopping early when another tier becomes owed,
+   `chosen_tier`;
+3. else, work conservation: the most urgent tier holding any request releases a batch, ready or
+   not. vLLM batches continuously, so holding a request while a slot is idle buys nothing:
+   below saturation every request goes on arrival, and windows and batch sizes order releases
+   only while the engine is saturated (slots free one by one and rules 1-2 pick who gets them).
+A tier that may not use the reserved slots is skipped while only those are left. Within a
+tier, oldest first; the most urgent tier newest first while its oldest has waited over
+`admission.lifo_after_ms` (adaptive LIFO), `release_order`. `next_wakeup` says when time alone
+changes a decision.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Sequence
+
+from scheduler.queues import Entry, TierQueue
+
+SHARE_WINDOW = 128  # released requests the starvation bound's shares are counted over
+_HELD = 1 << 30  # an awaiting count no limit admits
+
+# Whether a tier may release one more request now (the dispatcher's slots and awaiting limit).
+HasRoom = Callable[[TierQueue], bool]
+
+
+class ShareWindow:
+    """Tier names of the last SHARE_WINDOW released requests, and how many each holds."""
+
+    __slots__ = ("counts", "names")
+
+    def __init__(self) -> None:
+        self.names: deque[str] = deque()
+        self.counts: dict[str, int] = {}
+
+    def count(self, name: str) -> None:
+        """One more request of tier `name` released."""
+        names = self.names
+        counts = self.counts
+        if len(names) == SHARE_WINDOW:
+            gone = names.popleft()
+            counts[gone] -= 1
+        names.append(name)
+        counts[name] = counts.get(name, 0) + 1
+
+
+def awaiting_upto(
+    order: Sequence[TierQueue], tier: TierQueue, awaiting: int, engine_priority: bool
+) -> int:
+    """Awaiting requests that count against `tier`'s release: all of them (`awaiting`), or
+    with the engine ordering by priority only those of tiers at least as urgent. A tier with an
+    age bound (`promote_after_ms`) counts all of them even then: held here while the engine is
+    busy, its waiting requests can still be promoted; in the engine's own queue they would wait
+    behind every more urgent request released after them. So it is released, unpromoted, only
+    while no more urgent request awaits its first token."""
+    if not engine_priority:
+        return awaiting
+    ahead = sum(t.awaiting for t in order[: tier.rank])
+    if tier.promote_s is not None:
+        # None ahead, or it would wait in the engine behind them and behind every more
+        # urgent request released after it: count it full then (held until promoted).
+        return awaiting if ahead == 0 else _HELD
+    return ahead + tier.awaiting
+
+
+def aged_tier(order: Sequence[TierQueue], now: float, has_room: HasRoom) -> TierQueue | None:
+    """The tier holding the oldest request past its `promote_after_ms` while the next more
+    urgent tier has a free slot: that request goes next, as that tier's would (counted
+    in its awaiting, sent with its engine priority), so each promotion takes one step."""
+    best: Entry | None = None
+    for tier in order[1:]:
+        entry = tier.aged(now) if tier.promote_s is not None else None
+        if (
+            entry is not None
+            and (best is None or entry.seq < best.seq)
+            and has_room(order[tier.rank - 1])
+        ):
+            best = entry
+    return None if best is None else best.tier
+
+
+def owed_tier(
+    order: Sequence[TierQueue],
+    shares: ShareWindow,
+    min_share: float,
+    has_room: HasRoom,
+    besides: TierQueue | None = None,
+) -> TierQueue | None:
+    """The most urgent tier with queued requests and a free slot whose share of the recent
+    releases is under `min_share` (the starvation bound), other than `besides`."""
+    if min_share <= 0:
+        return None
+    window = len(shares.names)
+    counts = shares.counts
+    for tier in order:
+        if (
+            tier is not besides
+            and tier.depth
+            and counts.get(tier.name, 0) < min_share * window
+            and has_room(tier)
+        ):
+            return tier
+    return None
+
+
+def chosen_tier(order: Sequence[TierQueue], now: float, has_room: HasRoom) -> TierQueue | None:
+    """The most urgent ready tier with a free slot, else the most urgent one holding any
+    request (work conservation)."""
+    fallback: TierQueue | None = None
+    for tier in order:
+        if not tier.depth or not has_room(tier):
+            continue
+        if tier.ready(now):
+            return tier
+        if fallback is None:
+            fallback = tier
+    return fallback
+
+
+def release_order(tier: TierQueue, lifo: bool) -> list[deque[Entry]]:
+    """The order `tier`'s length groups are released in: by the age of their heads, oldest
+    first, or with `lifo` (the tier is backed up) by their newest entries, newest first (dead
+    entries found on the way are dropped; the release skips any others it meets)."""
+    if lifo:
+        for dq in tier.groups:
+            while dq and not dq[-1].alive:
+                dq.pop()
+                tier.dead -= 1
+        return sorted((dq for dq in tier.groups if dq), key=lambda dq: -dq[-1].seq)
+    if len(tier.groups) == 1:
+        return tier.groups
+    tier.oldest()  # drops dead heads so that every deque head below is live
+    return sorted((dq for dq in tier.groups if dq), key=lambda dq: dq[0].seq)
+
+
+def next_wakeup(order: Sequence[TierQueue], now: float) -> float | None:
+    """Earliest future instant at which time alone changes a decision: a queued request
+    timing out or passing its age bound. Waits running out need no timer: a request waits only
+    while no slot is free, and a first token, completion or cancel wakes the driver when one
+    frees."""
+    wakeup: float | None = None
+    for tier in order:
+        if not tier.depth:
+            continue
+        oldest = tier.oldest()
+        if oldest is None:
+            continue
+        for bound in (tier.timeout_s, tier.promote_s):
+            if bound is None:
+                continue
+            when = oldest.arrived + bound
+            if when > now and (wakeup is None or when < wakeup):
+                wakeup = when
+    return wakeup

@@ -1,0 +1,148 @@
+"""Admission under overload (issue 16): the age bound, adaptive LIFO and the sojourn bound,
+with real processes (the gateway in front of perf/bench_gateway.py's raw upstream, 60 ms to
+the first token, one stream at a time, so the backlog is in the gateway and its order is the
+gateway's alone).
+
+Each test asserts on the order of answers, or on counts, never on absolute milliseconds: under
+the old code (no `promote_after_ms`, `lifo_after_ms`, `shed_after_ms`; FIFO within a tier, no
+default sojourn bound) the config is refused, and a FIFO order fails every assertion by far.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from gpu_agent.sim.testing import free_port
+from gpu_agent.testing import AgentProcess
+from scheduler import config_to_dict, default_config
+from tests.agent.agent_helpers import ALL_KEY, MODEL, ROOT, standalone_args, start_agent
+
+SEED = config_to_dict(default_config())
+
+
+@pytest.fixture(scope="module")
+def upstream() -> Iterator[str]:
+    port = free_port()
+    argv = [sys.executable, str(ROOT / "perf" / "bench_gateway.py"), "upstream",
+            "--port", str(port), "--ttft-ms", "60", "--slots", "1"]  # fmt: skip
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                httpx.get(url + "/health", timeout=1)
+                break
+            except httpx.TransportError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def gateway(tmp: Path, engine_url: str, admission: dict[str, Any], **queues: Any) -> AgentProcess:
+    config = copy.deepcopy(SEED)
+    config["scheduler"]["admission"] = admission
+    for name, fields in queues.items():
+        config["scheduler"]["queues"][name].update(fields)
+    return start_agent(standalone_args(tmp, engine_url, config), tmp / "agent.log")
+
+
+async def one(client: httpx.AsyncClient, url: str, tier: str) -> tuple[int, float, str | None]:
+    """(status, monotonic time of the first token or of the refusal, Retry-After)."""
+    body = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}],
+            "max_tokens": 4, "stream": True}  # fmt: skip
+    headers = {"Authorization": f"Bearer {ALL_KEY}", "X-Tiergate-Tier": tier}
+    async with client.stream("POST", url + "/v1/chat/completions", json=body, headers=headers) as r:
+        if r.status_code != 200:
+            await r.aread()
+            return r.status_code, time.monotonic(), r.headers.get("retry-after")
+        first: float | None = None
+        async for line in r.aiter_lines():
+            if first is None and '"content":"' in line.replace(" ", ""):
+                first = time.monotonic()
+        assert first is not None
+        return 200, first, None
+
+
+def client() -> httpx.AsyncClient:
+    return httpx.AsyncClient(timeout=60, limits=httpx.Limits(max_connections=200))
+
+
+async def test_the_age_bound_lets_an_offline_request_past_a_batch_backlog(
+    upstream: str, tmp_path: Path
+) -> None:
+    # 20 batch requests queued (one at a time reaches the engine, ~80 ms each), then one
+    # offline: strict priority serves it last (~1.6 s); promoted after 300 ms, it goes next.
+    admission = {"max_in_flight": 1}
+    with gateway(tmp_path, upstream, admission, offline={"promote_after_ms": 300}) as agent:
+        async with client() as c:
+            batch = [asyncio.create_task(one(c, agent.url, "batch")) for _ in range(20)]
+            await asyncio.sleep(0.05)
+            offline = await one(c, agent.url, "offline")
+            done = await asyncio.gather(*batch)
+    assert offline[0] == 200 and all(status == 200 for status, _, _ in done)
+    after = sum(1 for _, at, _ in done if at > offline[1])
+    assert after >= 8, f"only {after} of 20 batch requests were answered after the offline one"
+
+
+async def test_without_an_age_bound_the_offline_request_waits_out_the_backlog(
+    upstream: str, tmp_path: Path
+) -> None:
+    # The control for the test above: the same run with the seed's tiers alone.
+    with gateway(tmp_path, upstream, {"max_in_flight": 1, "min_share": 0}) as agent:
+        async with client() as c:
+            batch = [asyncio.create_task(one(c, agent.url, "batch")) for _ in range(20)]
+            await asyncio.sleep(0.05)
+            offline = await one(c, agent.url, "offline")
+            done = await asyncio.gather(*batch)
+    assert sum(1 for _, at, _ in done if at > offline[1]) == 0
+
+
+async def test_a_backed_up_online_queue_serves_the_newest_first(
+    upstream: str, tmp_path: Path
+) -> None:
+    # The seed's defaults (lifo_after_ms 1000): 40 online at once (~3 s of work), then one more
+    # after 1.3 s, when the oldest has waited past the bound: it is served next, not last.
+    with gateway(tmp_path, upstream, {"max_in_flight": 1}) as agent:
+        async with client() as c:
+            burst = [asyncio.create_task(one(c, agent.url, "online")) for _ in range(40)]
+            await asyncio.sleep(1.3)
+            late = await one(c, agent.url, "online")
+            done = await asyncio.gather(*burst)
+    assert late[0] == 200 and all(status == 200 for status, _, _ in done)
+    after = sum(1 for _, at, _ in done if at > late[1])
+    assert after >= 10, f"only {after} of the 40 older requests were answered after the newest"
+
+
+async def test_the_sojourn_bound_answers_every_request_with_503_and_retry_after(
+    upstream: str, tmp_path: Path
+) -> None:
+    # 40 online at once, about 80 ms each: those still queued after 600 ms are shed, each
+    # answered 503 with Retry-After; none hangs, the first ones are served.
+    admission = {"max_in_flight": 1, "lifo_after_ms": 200, "shed_after_ms": 600}
+    with gateway(tmp_path, upstream, admission) as agent:
+        async with client() as c:
+            started = time.monotonic()
+            done = await asyncio.wait_for(
+                asyncio.gather(*(one(c, agent.url, "online") for _ in range(40))), 30
+            )
+            status = agent.status()
+    served = [d for d in done if d[0] == 200]
+    shed = [d for d in done if d[0] == 503]
+    assert len(served) + len(shed) == 40 and served and len(shed) >= 10, status
+    assert all(retry is not None and int(retry) >= 1 for _, _, retry in shed)
+    assert max(at for _, at, _ in shed) - started < 10  # shed at ~0.6 s, not left to hang
