@@ -116,7 +116,9 @@ def _documented(program: str) -> list[list[str]]:
     """Every `<program> ...` command line in the docs and README, as argument lists."""
     found = []
     for doc in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
-        for line in doc.read_text(encoding="utf-8").splitlines():
+        # A command continued with a trailing backslash is one line.
+        text = doc.read_text(encoding="utf-8").replace("\\\n", " ")
+        for line in text.splitlines():
             _, sep, rest = line.partition(program + " ")
             if sep and rest.startswith("--") and "..." not in rest:
                 found.append(shlex.split(rest.split("#")[0]))
