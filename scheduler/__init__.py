@@ -22,9 +22,12 @@ Dispatcher (scheduler.dispatcher), times are float seconds from a monotonic cloc
         # queue full: Rejection("queue_full", 429, retry_after_s)
                                               # unknown tier or duplicate id: ValueError
     d.poll(now) -> PollResult(released: list[Request],
-                              rejected: list[tuple[Request, Rejection]],  # "queue_timeout", 503
-                              next_wakeup: float | None,   # queue timeouts only
-                              promoted: list[str])         # released by the min_share bound
+                              rejected: list[tuple[Request, Rejection]],  # "queue_timeout",
+                                  # 503 + Retry-After (queue_timeout_ms or shed_after_ms)
+                              next_wakeup: float | None,   # timeouts and age bounds only
+                              promoted: list[str],         # released by the min_share bound
+                              aged: list[str],             # released by promote_after_ms
+                              sent_as: dict[str, str])     # id -> tier whose priority it takes
         # work-conserving: while a slot is free nothing waits (docs/admission.md)
     d.first_token(req_id, now, *, timed=True) -> None   # timed: a latency sample for the limit
     d.engine_waiting(count, now) -> None      # the engine's num_requests_waiting, when known
@@ -42,6 +45,7 @@ Asyncio driver (scheduler.driver), for the gateway::
                                               #   .retry_after_s); cancellation-safe
     ticket.first_token(timed=True); ticket.release()    # release is idempotent
     ticket.promoted                           # released by the starvation bound
+    ticket.sent_as                            # the tier whose engine priority it carries, or None
     drv.engine_waiting(count)                 # from the agent's /metrics scrape
     async with ticket: ...                    # releases on exit
     drv.reconfigure(config); drv.stats(); drv.start(); await drv.aclose()

@@ -6,7 +6,11 @@ the rules can be tested to the microsecond without sleeping.
 The release rule, each time `poll` runs, while a slot is free (in-flight under `max_in_flight`
 and awaiting-first-token under its limit, scheduler/limiter.py; with `pass_priority` the
 engine's priority queue lets a more urgent request overtake the less urgent ones waiting
-there, so only awaiting requests of tiers at least as urgent count against a tier's release):
+there, so only awaiting requests of tiers at least as urgent count against a tier's release,
+and the most urgent tier's limit has half a second of its first tokens on top, `_limit_for`;
+a tier with an age bound is held while a more urgent request awaits, `_awaiting_upto`):
+0. the age bound: the oldest request past its tier's `promote_after_ms` goes as a request of
+   the next more urgent tier (its room, its awaiting count, its engine priority);
 1. the starvation bound: a tier with queued requests whose share of the last `SHARE_WINDOW`
    released requests is under `admission.min_share` is owed; the most urgent owed tier
    releases its oldest request;
@@ -16,7 +20,10 @@ there, so only awaiting requests of tiers at least as urgent count against a tie
    not. vLLM batches continuously, so holding a request while a slot is idle buys nothing:
    below saturation every request goes on arrival, and windows and batch sizes order releases
    only while the engine is saturated (slots free one by one and rules 1-2 pick who gets them).
-A tier that may not use the reserved slots is skipped while only those are left.
+A tier that may not use the reserved slots is skipped while only those are left. Within a
+tier, oldest first; the most urgent tier newest first while its oldest has waited over
+`admission.lifo_after_ms` (adaptive LIFO). A queued request older than its queue's
+`queue_timeout_ms`, else `admission.shed_after_ms`, is refused (503 + Retry-After).
 
 Data layout, chosen so that no decision costs time in proportion to queue depth:
 - each tier holds one FIFO deque per length group; entries are appended in arrival order, so
@@ -230,7 +237,9 @@ class Dispatcher:
         flight = self._flight
         self._limit = self.limiter.value
         self._urgent_limit = self._limit
-        if self.engine_priority and self._order:
+        if self.engine_priority and self._order and not self._order[0].backed_up(now):
+            # Not while it is backed up: then the engine's FIFO share of the backlog would
+            # delay the newest requests that LIFO releases first.
             allowance = self.limiter.drain_allowance(self._order[0].name, now)
             if allowance:
                 self._urgent_limit = max(

@@ -20,6 +20,7 @@ from perf.headline.workload import (
     arm_spec,
     engine_flags,
     with_admission,
+    with_queue,
 )
 
 
@@ -52,6 +53,10 @@ def standard_arms() -> list[Arm]:
         Arm("f", "gateway-share-priority",
             "gateway (seed 000 tiers, admission.min_share 0.1), engine priority", "priority",
             with_admission(SEED_TIER_CONFIG, min_share=0.1)),
+        # Issue 16: the age bound on offline (promoted one tier up after 1 s).
+        Arm("g", "gateway-age-priority",
+            "gateway (seed 000 tiers, offline promote_after_ms 1000), engine priority",
+            "priority", with_queue(SEED_TIER_CONFIG, "offline", promote_after_ms=1000)),
     ]  # fmt: skip
 
 

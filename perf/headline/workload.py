@@ -71,6 +71,13 @@ def engine_flags(policy: str, time_scale: float, seed: int, engine: str = "sim")
     return flags
 
 
+def with_queue(config: dict[str, Any], queue: str, **fields: Any) -> dict[str, Any]:
+    """A copy of `config` with these fields set on one queue."""
+    out = copy.deepcopy(config)
+    out["scheduler"]["queues"][queue].update(fields)
+    return out
+
+
 def with_admission(config: dict[str, Any], **admission: Any) -> dict[str, Any]:
     """A copy of `config` with these `admission` settings (None removes a setting)."""
     out = copy.deepcopy(config)
