@@ -244,6 +244,10 @@ class Dispatcher:
             cap = self.max_in_flight - (self.reserved if chosen.rank else 0)
             awaiting_room = self._limit_for(chosen) - self._awaiting_upto(chosen)
             room = min(cap - len(flight), awaiting_room, chosen.max_batch)
+            if chosen.promote_s is not None and self.engine_priority:
+                # Its first release counts one tier up, which holds the rest of it
+                # (selection.awaiting_upto): one at a time, as the rule says.
+                room = min(room, 1)
             self._release(chosen, room, now, released, sent_as, lifo=chosen.backed_up(now))
         if self._queued and len(flight) < self.max_in_flight:
             self.limiter.held_back()  # something waits and only the awaiting limit stops it

@@ -280,8 +280,14 @@ def check_poll(d: Dispatcher, m: Model, now: float) -> None:
             assert aged is None, f"{aged} past its age bound passed over by {r.id}"
             assert m.eligible(q.tier, in_flight), "reserved slots stay free for the most urgent"
             assert set(owed) <= {q.tier}, f"owed tiers {owed} passed over by {q.tier}"
+            # A more urgent tier held for its age bound (it may not take the slot now,
+            # `eligible`) is passed over; one that may take it is not.
+            more_urgent = urgency[: rank[q.tier]]
             if q.tier not in ready_before:  # work conservation: only if nothing more urgent
-                assert not any(pending[u] for u in urgency[: rank[q.tier]])
+                assert not any(pending[u] and m.eligible(u, in_flight) for u in more_urgent)
+            assert not any(m.ready(u, now) and m.eligible(u, in_flight) for u in more_urgent), (
+                f"ready tier passed over by {q.tier}"
+            )
             if m.backed_up(q.tier, pending[q.tier], now):  # newest first, per length group
                 assert q.seq == max(o.seq for o in same_group)
                 if q.tier not in {x.tier for x, _ in released}:
@@ -312,8 +318,9 @@ def check_poll(d: Dispatcher, m: Model, now: float) -> None:
             assert not m.eligible(q.tier, len(m.flight)), f"{q.tier} waits beside a free slot"
         left = {t: sorted(m.pending(t), key=lambda q: q.seq) for t in queues}
         assert m.aged(len(m.flight), left, now) is None, "a request past its age bound waits"
+    held = any(queues[t].promote_after_ms is not None for t in queues) and admission.pass_priority
     for tier in queues:
-        if m.ready(tier, now):  # a ready tier is passed over only by the starvation bound
+        if m.ready(tier, now) and not held:  # passed over only by the starvation bound
             less_urgent = {t for t in queues if queues[t].priority > queues[tier].priority}
             assert not any(q.tier in less_urgent and not p for q, p in released), (
                 f"ready tier {tier} passed over"
