@@ -307,18 +307,28 @@ def update_node(node: Node, user: Any, request: HttpRequest | None = None, **fie
 
 def delete_node(node: Node, user: Any, request: HttpRequest | None = None) -> None:
     """Delete the node with its samples; its console-held gateway key is revoked and its
-    gateway endpoint removed (kept, unlinked, if benchmarks still refer to it)."""
-    with transaction.atomic():
-        record(action=Action.DELETE, obj=node, before=node.audit_dict(), user=user, request=request)
-        for key in GatewayKey.objects.active().filter(
-            all_nodes=False, nodes=node, name=_node_key_name(node)
-        ):
-            revoke_gateway_key(key, user, request)
-        for endpoint in Endpoint.objects.filter(node=node, kind=EndpointKind.GATEWAY):
-            # Kept, unlinked, while benchmark runs refer to it.
-            with contextlib.suppress(FleetError):
-                delete_endpoint(endpoint, user, request)
-        node.delete()
+    gateway endpoint removed (kept, unlinked, if benchmarks still refer to it). Refused
+    (FleetError, nothing written) while records that keep the node refer to it (sweeps)."""
+    try:
+        with transaction.atomic():
+            record(
+                action=Action.DELETE, obj=node, before=node.audit_dict(), user=user, request=request
+            )
+            for key in GatewayKey.objects.active().filter(
+                all_nodes=False, nodes=node, name=_node_key_name(node)
+            ):
+                revoke_gateway_key(key, user, request)
+            for endpoint in Endpoint.objects.filter(node=node, kind=EndpointKind.GATEWAY):
+                # Kept, unlinked, while benchmark runs refer to it.
+                with contextlib.suppress(FleetError):
+                    delete_endpoint(endpoint, user, request)
+            node.delete()
+    except ProtectedError as exc:
+        raise FleetError(
+            "node",
+            f"{node.name} is used by {len(exc.protected_objects)} record(s) (sweeps), which keep "
+            "it; it cannot be deleted",
+        ) from None
 
 
 def set_desired(

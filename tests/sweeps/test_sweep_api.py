@@ -279,3 +279,19 @@ def test_the_admin_shows_sweeps_with_their_trials_read_only(
     assert change.status_code == 200
     page = change.content.decode()
     assert "Save" not in page and "max_waiting_time_ms" in page
+
+
+def test_a_node_a_sweep_keeps_cannot_be_deleted_and_nothing_is_written(
+    api: Any, operator: Any, admin_user: Any, setup: dict[str, Any]
+) -> None:
+    from console.audit.models import AuditEvent
+    from console.fleet.models import Node
+
+    assert api(operator).post(URL, body(setup["node"]), format="json").status_code == 201
+    node_id = setup["node"].pk
+    events = AuditEvent.objects.count()
+    response = api(admin_user).delete(f"/api/v1/nodes/{node_id}/")
+    assert response.status_code == 409
+    assert "cannot be deleted" in response.json()["node"][0]
+    assert Node.objects.filter(pk=node_id).exists()
+    assert AuditEvent.objects.count() == events

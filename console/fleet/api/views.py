@@ -135,7 +135,10 @@ class NodeViewSet(viewsets.ModelViewSet):
         return Response(data, status=status.HTTP_201_CREATED)
 
     def perform_destroy(self, instance: Node) -> None:
-        services.delete_node(instance, self.request.user, self.request)
+        try:
+            services.delete_node(instance, self.request.user, self.request)
+        except services.FleetError as exc:
+            raise InUse({exc.field: [exc.message]}) from None
 
     @extend_schema(request=NodeKindSerializer, responses=NodeSerializer)
     @action(detail=True, methods=["post"], url_path="unset-desired", required_role=OPERATOR)

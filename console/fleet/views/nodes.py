@@ -192,7 +192,11 @@ def node_rotate(request: HttpRequest, pk: int) -> HttpResponse:
 def node_delete(request: HttpRequest, pk: int) -> HttpResponse:
     require_role(request, ADMIN)
     node = get_object_or_404(Node, pk=pk)
-    services.delete_node(node, request.user, request)
+    try:
+        services.delete_node(node, request.user, request)
+    except services.FleetError as exc:
+        messages.error(request, exc.message)
+        return redirect("fleet:node-detail", pk=node.pk)
     messages.success(request, f"Node {node.name} deleted.")
     return redirect("fleet:node-list")
 
