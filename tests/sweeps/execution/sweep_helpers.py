@@ -73,6 +73,9 @@ def make_sweep(
             "name": f"test {kind}",
             "node": swept.node.pk,
             "kind": kind,
+            # Named: the gateway endpoint's model list arrives with a later heartbeat, which a
+            # loaded machine may not have sent yet.
+            "model": MODEL,
             "variables": variables,
             "workload": workload or WORKLOAD,
             "repeats": repeats,
