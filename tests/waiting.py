@@ -25,3 +25,17 @@ def wait_for(
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout} s waiting for {what}")
         time.sleep(poll)
+
+
+def wait_answering(url: str, timeout: float = 20.0) -> None:
+    """Wait until an HTTP server answers `url` at all (any status)."""
+    import httpx
+
+    def answers() -> bool:
+        try:
+            httpx.get(url, timeout=1)
+        except httpx.TransportError:
+            return False
+        return True
+
+    wait_for(answers, timeout, what=f"{url} to answer")

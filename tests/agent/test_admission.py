@@ -30,6 +30,7 @@ from tests.agent.agent_helpers import (
     standalone_args,
     start_agent,
 )
+from tests.waiting import wait_answering
 
 SEED = config_to_dict(default_config())  # the seed's JSON verbatim (test_sched_config)
 
@@ -47,15 +48,7 @@ def upstreams() -> Iterator[dict[str, str]]:
             procs.append(subprocess.Popen(argv, stdout=subprocess.DEVNULL))
             urls[name] = f"http://127.0.0.1:{port}"
         for url in urls.values():
-            deadline = time.monotonic() + 20
-            while True:
-                try:
-                    httpx.get(url + "/health", timeout=1)
-                    break
-                except httpx.TransportError:
-                    if time.monotonic() > deadline:
-                        raise
-                    time.sleep(0.05)
+            wait_answering(url + "/health")
         yield urls
     finally:
         for proc in procs:

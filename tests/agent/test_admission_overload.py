@@ -26,6 +26,7 @@ from gpu_agent.sim.testing import free_port
 from gpu_agent.testing import AgentProcess
 from scheduler import config_to_dict, default_config
 from tests.agent.agent_helpers import ALL_KEY, MODEL, ROOT, standalone_args, start_agent
+from tests.waiting import wait_answering
 
 SEED = config_to_dict(default_config())
 
@@ -38,15 +39,7 @@ def upstream() -> Iterator[str]:
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                httpx.get(url + "/health", timeout=1)
-                break
-            except httpx.TransportError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
+        wait_answering(url + "/health")
         yield url
     finally:
         proc.terminate()

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from tests.agent.agent_helpers import queue
 from tests.rollouts.rollout_helpers import Agent
 from tests.waiting import wait_for
 
@@ -20,16 +21,6 @@ WORKLOAD: dict[str, Any] = {
     "max_tokens": 8,
     "tier_mix": {"online": 1.0},
 }
-
-
-def queue(priority: int, **extra: Any) -> dict[str, Any]:
-    return {
-        "max_batch_size": 8,
-        "max_waiting_time_ms": 1,
-        "max_tokens_per_batch": 1_000_000,
-        "priority": priority,
-        **extra,
-    }
 
 
 def tier_config(max_in_flight: int | None = None, **online: Any) -> dict[str, Any]:
