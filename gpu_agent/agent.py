@@ -23,6 +23,7 @@ from gpu_agent.metrics import AgentCollector, ControlCollector, GatewayMetrics
 from gpu_agent.nvml import NvmlReader
 from gpu_agent.supervisor import EngineStartError, EngineSupervisor
 from gpu_agent.telemetry import Telemetry
+from gpu_agent.upstream import UpstreamPool
 from scheduler import AsyncDispatcher, ConfigError, Dispatcher, TierConfig, load_config_file
 from scheduler.config import DEFAULT_MAX_IN_FLIGHT
 
@@ -31,6 +32,7 @@ log = logging.getLogger("gpu_agent")
 TIER_CONFIG = "tier_config"
 LAUNCH_PROFILE = "launch_profile"
 GATEWAY_KEYS = "gateway_keys"
+KEEPALIVE_S = 30.0  # an idle connection to the engine is closed after this
 
 
 class InputError(ValueError):
@@ -101,6 +103,7 @@ class Agent:
         # Which engine run (telemetry.engine_ups) refused `priority`; see engine_refuses_priority.
         self._priority_refused_by: int | None = None
         self._session: aiohttp.ClientSession | None = None
+        self._upstream: UpstreamPool | None = None
         self._engine_task: asyncio.Task[None] | None = None
         self.reconciler: Any = None  # gpu_agent.reconciler.Reconciler in console mode
 
@@ -115,8 +118,15 @@ class Agent:
 
     @property
     def session(self) -> aiohttp.ClientSession:
+        """The control plane's client to the engine (/v1/models, /metrics, ...)."""
         assert self._session is not None, "the agent is not started"
         return self._session
+
+    @property
+    def upstream(self) -> UpstreamPool:
+        """The hot path's client to the engine (gpu_agent/upstream.py)."""
+        assert self._upstream is not None, "the agent is not started"
+        return self._upstream
 
     @property
     def engine_refuses_priority(self) -> bool:
@@ -205,6 +215,14 @@ class Agent:
     # -- lifecycle ------------------------------------------------------------------------
 
     async def start(self) -> None:
+        options = self.options
+        # The completions' own pool: its limit bounds the sockets to the engine.
+        self._upstream = UpstreamPool(
+            limit=options.upstream_pool_size,
+            connect_timeout_s=options.upstream_connect_timeout_s,
+            read_timeout_s=options.upstream_read_timeout_s,
+            keepalive_s=KEEPALIVE_S,
+        )
         timeout = aiohttp.ClientTimeout(
             total=None,
             connect=self.options.upstream_connect_timeout_s,
@@ -213,9 +231,9 @@ class Agent:
         connector = aiohttp.TCPConnector(
             limit=self.options.upstream_pool_size,
             limit_per_host=self.options.upstream_pool_size,
-            keepalive_timeout=30.0,
+            keepalive_timeout=KEEPALIVE_S,
         )
-        # One shared client for the hot path; its pool bounds the sockets to the engine.
+        # The control plane's client (the few requests that are not completions).
         self._session = aiohttp.ClientSession(
             connector=connector,
             timeout=timeout,
@@ -268,6 +286,8 @@ class Agent:
             await self.supervisor.aclose()
         if self._session is not None:
             await self._session.close()
+        if self._upstream is not None:
+            self._upstream.close()
 
     # -- reports --------------------------------------------------------------------------
 

@@ -3,10 +3,10 @@ handler, no framework in between.
 
 Per request: read the body (size-limited), one SHA-256 for the key, pick the tier, parse the
 JSON once (model check, token estimate, vLLM `priority`), wait for the scheduler's release,
-then relay the engine's response. A stream is relayed as aiohttp hands the bytes over, never
-re-framed (relay.py: its own writer task, so the slot goes back when the engine finishes,
-however slowly the client reads); the only look at its bytes is a regex for the first delta
-(the scheduler's first-token signal) and, on the last chunks, for `usage`. Body checks are in
+then relay the engine's response (upstream.py's client). A stream is relayed as its bytes
+arrive, never re-framed (relay.py: its own writer task, so the slot goes back when the engine
+finishes, however slowly the client reads); the only look at its bytes is a regex for the first
+delta (the scheduler's first-token signal) and, on the last chunks, for `usage`. Body checks are in
 bodies.py, the error shapes (the engine's own errors mapped to them) in errors.py.
 
 A watcher task sits on `receive()` for the whole request: when the client goes away it cancels
@@ -24,13 +24,12 @@ import re
 import time
 from typing import TYPE_CHECKING, Any
 
-import aiohttp
-
 from gpu_agent.bodies import BodyError, engine_body, read_completion
 from gpu_agent.errors import engine_error, send_error, sse_error
 from gpu_agent.metrics import CANCELLED, CLIENT_TIMEOUT, ERROR, OK
-from gpu_agent.relay import BufferBudget, ClientStalled, ClientWriter, FirstDelta, relay_headers
+from gpu_agent.relay import BufferBudget, ClientStalled, ClientWriter, FirstDelta
 from gpu_agent.types import Receive, Scope, Send
+from gpu_agent.upstream import EngineUnreachable, UpstreamError
 from scheduler import Rejected, Request, Ticket
 
 if TYPE_CHECKING:
@@ -234,15 +233,13 @@ class Gateway:
         as the engine has answered; the client may still be reading after that."""
         agent = self.agent
         options = agent.options
-        headers = {"content-type": "application/json", "x-request-id": upstream_id}
+        headers = (("content-type", "application/json"), ("x-request-id", upstream_id))
         writer: ClientWriter | None = None
         ttft: float | None = None
         tail = b""
         try:
-            async with agent.session.post(
-                agent.engine_url + path, data=body, headers=headers
-            ) as resp:
-                out_headers = relay_headers(resp.headers, _HOP_HEADERS)
+            async with agent.upstream.post(agent.engine_url, path, body, headers) as resp:
+                out_headers = [h for h in resp.headers if h[0] in _HOP_HEADERS]
                 out_headers.append((b"x-tiergate-tier", tier.encode()))
                 if resp.status != 200 or not stream:
                     data = await resp.read()
@@ -261,7 +258,7 @@ class Gateway:
                     state.response_ends,
                 )
                 first = FirstDelta()
-                async for chunk in resp.content.iter_any():
+                async for chunk in resp:
                     if ttft is None and first.seen(chunk):
                         ttft = time.perf_counter() - t0
                         # The client's first token first, then the scheduler's bookkeeping.
@@ -271,8 +268,8 @@ class Gateway:
                         await writer.write(chunk)  # waits only while the client is far behind
                     tail = (tail + chunk)[-_TAIL_BYTES:]
             if b"[DONE]" not in tail:
-                raise aiohttp.ClientPayloadError("the engine's stream ended without [DONE]")
-        except (aiohttp.ClientError, TimeoutError) as exc:
+                raise UpstreamError("the engine's stream ended without [DONE]")
+        except (UpstreamError, TimeoutError) as exc:
             ticket.release()
             await self._upstream_failed(send, exc, writer, ttft, tier, state)
             return True
@@ -315,7 +312,7 @@ class Gateway:
             except ClientStalled as stalled:
                 log.info("tier %s: %s", tier, stalled)
             state.done = True
-        elif isinstance(exc, aiohttp.ClientConnectorError):
+        elif isinstance(exc, EngineUnreachable):
             await send_error(send, 503, f"the engine is not reachable: {detail}", "engine_down")
         else:
             await send_error(send, 502, f"engine error: {detail}", "engine_error")

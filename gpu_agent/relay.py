@@ -273,12 +273,3 @@ class ClientWriter:
             return
         at = since + self._timeout if since is not None else now + self._timeout
         self._watchdog = self._loop.call_at(at, self._check)
-
-
-def relay_headers(headers: Any, keep: tuple[bytes, ...]) -> list[tuple[bytes, bytes]]:
-    """The engine's response headers the client gets (content type, request id)."""
-    return [
-        (name.lower().encode(), value.encode())
-        for name, value in headers.items()
-        if name.lower().encode() in keep
-    ]
