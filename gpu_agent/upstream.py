@@ -61,14 +61,12 @@ class Connection(asyncio.Protocol):
         self.closed = False
         self.reused = False
         self.idle_since = 0.0
-        self.status = 0
-        self.headers: Headers = []
-        self.keep_alive = False
         self._begin()
 
     def _begin(self) -> None:
         self.status = 0
-        self.headers = []
+        self.headers: Headers = []
+        self.keep_alive = False
         self._chunks: list[bytes] = []
         self._size = 0
         self._paused = False
@@ -112,6 +110,8 @@ class Connection(asyncio.Protocol):
             self._fail(_Stale())
         elif self.status and not self._framed:
             self._message_ends()  # a body delimited by the close
+        elif not self._got_bytes:
+            self._fail(UpstreamError("the engine closed the connection without answering"))
         else:
             detail = f": {exc}" if exc is not None else ""
             self._fail(UpstreamError(f"the engine closed the connection mid-response{detail}"))
@@ -263,9 +263,7 @@ class _Exchange:
                 await conn.head()
                 return conn
             except _Stale:
-                if fresh:
-                    raise UpstreamError("the engine closed the connection unanswered") from None
-                fresh = True  # a new socket: the engine has not seen this request
+                fresh = True  # once more on a new socket (never stale): the engine saw nothing
             except BaseException:
                 conn.close()
                 raise
@@ -336,9 +334,12 @@ class UpstreamPool:
                 self._waiters.append(waiter)
                 try:
                     await waiter
-                finally:
-                    with contextlib.suppress(ValueError):
+                except BaseException:
+                    if waiter.done() and not waiter.cancelled():
+                        self._wake_one()  # woken, then cancelled: the turn passes on
+                    else:
                         self._waiters.remove(waiter)
+                    raise
 
     async def _connect(self, key: _Key) -> Connection:
         self._open += 1
@@ -346,19 +347,15 @@ class UpstreamPool:
         try:
             async with asyncio.timeout(self.connect_timeout_s):
                 await self.loop.create_connection(lambda: conn, key[0], key[1])
-        except TimeoutError:
+        except BaseException as exc:
             self._unopened(conn)
-            raise UpstreamError(
-                f"connecting to the engine at {key[0]}:{key[1]} timed out "
-                f"({self.connect_timeout_s:g} s)"
-            ) from None
-        except OSError as exc:
-            self._unopened(conn)
-            raise EngineUnreachable(
-                f"cannot connect to the engine at {key[0]}:{key[1]}: {exc.strerror or exc}"
-            ) from exc
-        except BaseException:
-            self._unopened(conn)
+            where = f"the engine at {key[0]}:{key[1]}"
+            if isinstance(exc, TimeoutError):  # aiohttp's connect timeout was a 502 too
+                timeout = self.connect_timeout_s
+                raise UpstreamError(f"connecting to {where} timed out ({timeout:g} s)") from None
+            if isinstance(exc, OSError):
+                detail = exc.strerror or exc
+                raise EngineUnreachable(f"cannot connect to {where}: {detail}") from exc
             raise
         self.connects += 1
         return conn
@@ -402,10 +399,8 @@ class UpstreamPool:
                 return
 
     def close(self) -> None:
-        for idle in list(self._idle.values()):
-            for conn in list(idle):
-                conn.close()
-        self._idle.clear()
+        for conn in [conn for idle in self._idle.values() for conn in idle]:
+            conn.close()
 
 
 def _address(base: str) -> tuple[_Key, bytes]:

@@ -331,3 +331,34 @@ async def test_a_header_with_a_line_break_is_refused() -> None:
     pool = make_pool()
     with pytest.raises(UpstreamError, match="line break"):
         pool.post("http://127.0.0.1:1", "/v1/completions", b"", [("x-request-id", "a\r\nb: c")])
+
+
+async def test_a_request_cancelled_while_waiting_for_the_pool_takes_no_turn() -> None:
+    release = asyncio.Event()
+
+    async def answer(_r: asyncio.StreamReader, w: asyncio.StreamWriter, _q: bytes) -> None:
+        await release.wait()
+        w.write(PLAIN)
+
+    async with engine(answer) as eng:
+        pool = make_pool(limit=1)
+        first = asyncio.create_task(exchange(pool, eng))
+        waiting = [asyncio.create_task(exchange(pool, eng)) for _ in range(2)]
+        await asyncio.sleep(0.05)
+        waiting[0].cancel()
+        release.set()
+        assert (await first)[2] == WHOLE
+        assert (await asyncio.wait_for(waiting[1], 5))[2] == WHOLE
+        pool.close()
+    assert waiting[0].cancelled() and pool.connects == 1
+
+
+async def test_an_engine_that_closes_without_answering_is_an_upstream_error() -> None:
+    async def answer(_r: asyncio.StreamReader, w: asyncio.StreamWriter, _q: bytes) -> None:
+        w.close()
+
+    async with engine(answer) as eng:
+        pool = make_pool()
+        with pytest.raises(UpstreamError, match="without answering"):
+            await exchange(pool, eng)
+        pool.close()
