@@ -1,5 +1,5 @@
-"""The hot path's client to the engine (DESIGN.md 3): HTTP/1.1 over asyncio protocols,
-httptools (llhttp) for the response's framing, a keep-alive pool.
+"""The hot path's client to the engine (DESIGN.md 3): HTTP/1.1 (TLS for an https engine URL)
+over asyncio protocols, httptools (llhttp) for the response's framing, a keep-alive pool.
 
 aiohttp's client costs the gateway about a third of a millisecond per request before a byte
 reaches the engine (its request object, a writer task, its stream reader); here the request
@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
+import ssl
 from collections import deque
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
@@ -45,7 +46,7 @@ class _Stale(UpstreamError):
         super().__init__("the engine closed a kept-alive connection")
 
 
-_Key = tuple[str, int]
+_Key = tuple[str, int, bool]  # host, port, TLS
 
 
 class Connection(asyncio.Protocol):
@@ -96,9 +97,6 @@ class Connection(asyncio.Protocol):
                 self.parser.feed_data(data)
             except httptools.HttpParserError as exc:
                 self._fail(UpstreamError(f"invalid HTTP response from the engine: {exc}"))
-
-    def eof_received(self) -> bool:
-        return False  # the transport closes; connection_lost says what it means
 
     def connection_lost(self, exc: Exception | None) -> None:
         if not self.closed:
@@ -181,7 +179,8 @@ class Connection(asyncio.Protocol):
         self._size = 0
         if self._paused:
             self._paused = False
-            self.transport.resume_reading()
+            if not self.closed:
+                self.transport.resume_reading()
         return data
 
     async def _wait(self) -> None:
@@ -221,11 +220,13 @@ class Connection(asyncio.Protocol):
         # One timer per exchange, re-armed as seldom as the read timeout: it fires only when
         # the handler has waited that long for a byte.
         timeout, now = self.pool.read_timeout_s, self.loop.time()
-        if self._waiter is not None and now - self._waiting_since >= timeout:
+        waiting = self._waiter is not None and not self._waiter.done()
+        if waiting and now - self._waiting_since >= timeout:
             self._fail(UpstreamError(f"the engine sent nothing for {timeout:g} s"))
             return
-        start = self._waiting_since if self._waiter is not None else now
-        self._timer = self.loop.call_at(start + timeout, self._check)
+        self._timer = self.loop.call_at(
+            (self._waiting_since if waiting else now) + timeout, self._check
+        )
 
     @property
     def reusable(self) -> bool:
@@ -233,8 +234,7 @@ class Connection(asyncio.Protocol):
 
     def close(self) -> None:
         """Drop the socket: an exchange in progress is aborted at the engine."""
-        if self._timer is not None and not self._complete:
-            self._stop_timer()
+        self._stop_timer()
         if self.closed:
             return
         self.closed = True
@@ -296,19 +296,20 @@ class UpstreamPool:
         self._idle: dict[_Key, list[Connection]] = {}
         self._open = 0
         self._waiters: deque[asyncio.Future[None]] = deque()
-        self._base = ("", ("", 0), b"")  # the last base URL parsed: (url, key, host header)
+        self._base = ("", ("", 0, False), b"", b"")  # the last base URL: its key, host, path
+        self.ssl_context: ssl.SSLContext | None = None  # https: the default one, verifying
         self.connects = 0  # connections opened, for tests and reports
 
     def post(
         self, base: str, path: str, body: bytes, headers: Iterable[tuple[str, str]] = ()
     ) -> _Exchange:
         """``async with pool.post(...) as response``: POST `body` to `base` + `path`."""
-        url, key, host = self._base
+        url, key, host, prefix = self._base
         if base != url:
-            key, host = _address(base)
-            self._base = (base, key, host)
-        lines = [b"POST %s HTTP/1.1\r\nhost: %s\r\ncontent-length: %d\r\n" % (
-            path.encode("latin-1"), host, len(body))]  # fmt: skip
+            key, host, prefix = _address(base)
+            self._base = (base, key, host, prefix)
+        lines = [b"POST %s%s HTTP/1.1\r\nhost: %s\r\ncontent-length: %d\r\n" % (
+            prefix, path.encode("latin-1"), host, len(body))]  # fmt: skip
         for name, value in headers:
             line = f"{name}: {value}\r\n"
             if line.count("\n") != 1 or "\r" in line[:-2]:
@@ -346,7 +347,9 @@ class UpstreamPool:
         conn = Connection(self, key)
         try:
             async with asyncio.timeout(self.connect_timeout_s):
-                await self.loop.create_connection(lambda: conn, key[0], key[1])
+                await self.loop.create_connection(
+                    lambda: conn, key[0], key[1], ssl=self._tls() if key[2] else None
+                )
         except BaseException as exc:
             self._unopened(conn)
             where = f"the engine at {key[0]}:{key[1]}"
@@ -359,6 +362,11 @@ class UpstreamPool:
             raise
         self.connects += 1
         return conn
+
+    def _tls(self) -> ssl.SSLContext:
+        if self.ssl_context is None:
+            self.ssl_context = ssl.create_default_context()
+        return self.ssl_context
 
     def _unopened(self, conn: Connection) -> None:
         if conn.transport is not None:
@@ -403,9 +411,12 @@ class UpstreamPool:
             conn.close()
 
 
-def _address(base: str) -> tuple[_Key, bytes]:
+def _address(base: str) -> tuple[_Key, bytes, bytes]:
+    """(host, port, TLS), the Host header and the path prefix of an engine URL."""
     parts = urlsplit(base)
-    if parts.scheme != "http" or not parts.hostname:
-        raise EngineUnreachable(f"the engine URL {base!r} is not http://host[:port]")
-    port = parts.port or 80
-    return (parts.hostname, port), parts.netloc.encode("idna")
+    tls = parts.scheme == "https"
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise EngineUnreachable(f"the engine URL {base!r} is not http(s)://host[:port]")
+    port = parts.port or (443 if tls else 80)
+    host = parts.netloc.rpartition("@")[2].encode("idna")
+    return (parts.hostname, port, tls), host, parts.path.rstrip("/").encode("latin-1")

@@ -8,10 +8,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
+import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 
 from gpu_agent.sim.testing import free_port
 from gpu_agent.upstream import READ_HIGH, Connection, EngineUnreachable, UpstreamError, UpstreamPool
@@ -65,9 +72,9 @@ class Engine:
 
 
 @contextlib.asynccontextmanager
-async def engine(answer: Answer) -> AsyncIterator[Engine]:
+async def engine(answer: Answer, tls: ssl.SSLContext | None = None) -> AsyncIterator[Engine]:
     eng = Engine(answer)
-    server = await asyncio.start_server(eng._serve, "127.0.0.1", 0)
+    server = await asyncio.start_server(eng._serve, "127.0.0.1", 0, ssl=tls)
     eng.port = server.sockets[0].getsockname()[1]
     try:
         yield eng
@@ -91,8 +98,10 @@ def make_pool(**kw: Any) -> UpstreamPool:
     return UpstreamPool(**options)
 
 
-async def exchange(pool: UpstreamPool, eng: Engine) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
-    url = f"http://127.0.0.1:{eng.port}"
+async def exchange(
+    pool: UpstreamPool, eng: Engine, host: str = "http://127.0.0.1"
+) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+    url = f"{host}:{eng.port}"
     headers = [("content-type", "application/json"), ("x-request-id", "r1")]
     async with pool.post(url, "/v1/chat/completions", b'{"a":1}', headers) as resp:
         return resp.status, resp.headers, await resp.read()
@@ -160,7 +169,7 @@ class FakeTransport:
 
 
 def fake_connection(pool: UpstreamPool) -> tuple[Connection, FakeTransport]:
-    conn = Connection(pool, ("127.0.0.1", 1))
+    conn = Connection(pool, ("127.0.0.1", 1, False))
     transport = FakeTransport()
     conn.connection_made(transport)  # type: ignore[arg-type]
     return conn, transport
@@ -362,3 +371,50 @@ async def test_an_engine_that_closes_without_answering_is_an_upstream_error() ->
         with pytest.raises(UpstreamError, match="without answering"):
             await exchange(pool, eng)
         pool.close()
+
+
+async def test_a_base_url_path_prefixes_the_request_path() -> None:
+    async with engine(replies(PLAIN)) as eng:
+        pool = make_pool()
+        async with pool.post(f"http://127.0.0.1:{eng.port}/engine", "/v1/completions", b"") as r:
+            assert await r.read() == WHOLE
+        pool.close()
+    assert eng.requests[0].startswith(b"POST /engine/v1/completions HTTP/1.1\r\n")
+
+
+def self_signed(tmp_path: Path) -> tuple[ssl.SSLContext, ssl.SSLContext]:
+    """(server context, client context trusting only the server's certificate)."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder().subject_name(name).issuer_name(name)
+        .public_key(key.public_key()).serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(hours=1))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost")]), critical=False)
+        .sign(key, hashes.SHA256())
+    )  # fmt: skip
+    pem = cert.public_bytes(serialization.Encoding.PEM)
+    (tmp_path / "cert.pem").write_bytes(pem)
+    (tmp_path / "key.pem").write_bytes(key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption()))  # fmt: skip
+    server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server.load_cert_chain(tmp_path / "cert.pem", tmp_path / "key.pem")
+    return server, ssl.create_default_context(cadata=pem.decode())
+
+
+async def test_an_https_engine_is_reached_over_tls_with_its_certificate_checked(
+    tmp_path: Path,
+) -> None:
+    server_tls, client_tls = self_signed(tmp_path)
+    async with engine(replies(STREAM), tls=server_tls) as eng:
+        pool = make_pool()
+        with pytest.raises(EngineUnreachable, match="CERTIFICATE_VERIFY_FAILED"):  # not trusted
+            await exchange(pool, eng, "https://localhost")
+        pool.ssl_context = client_tls
+        for _ in range(2):
+            assert (await exchange(pool, eng, "https://localhost"))[2] == b"".join(EVENTS)
+        pool.close()
+    assert pool.connects == 1 and eng.requests[-1].find(b"\r\nhost: localhost:") > 0
