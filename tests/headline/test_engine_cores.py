@@ -48,8 +48,9 @@ def test_the_benchmark_nices_vllm_as_the_agent_does() -> None:
 def test_run_engine_starts_the_engine_that_much_nicer(tmp_path: Path) -> None:
     # The simulator takes vLLM's command line: `COMMAND serve MODEL --host --port FLAGS`.
     engine = VllmEngine(command=(sys.executable, "-m", "gpu_agent.sim"), model="demo", nice=3)
-    with run_engine("demo", ["--sim-preset", "tiny-test"], tmp_path, "nice", engine):
-        (pid,) = [p for p in _children() if b"gpu_agent.sim" in _cmdline(p)]
+    with run_engine("demo", ["--sim-preset", "tiny-test"], tmp_path, "nice", engine) as url:
+        port = f"--port\0{url.rsplit(':', 1)[1]}\0".encode()
+        (pid,) = [p for p in _children() if port in _cmdline(p)]
         assert os.getpriority(os.PRIO_PROCESS, pid) == min(19, os.nice(0) + 3)
 
 
