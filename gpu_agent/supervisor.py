@@ -5,7 +5,8 @@ the same flags), swaps launch profiles and rolls back a profile that does not co
 If the new engine exits or stays silent past the timeout, the previous command line is started
 again and `EngineStartError` carries the tail of the failed engine's output, which the
 reconciler reports to the console. An engine that dies on its own is restarted with a capped
-backoff.
+backoff. The engine runs `nice` steps nicer than the agent (`--engine-nice`, default
+DEFAULT_ENGINE_NICE), so that where they share cores the gateway comes first.
 
 `report` is the engine report (gpu_agent.engine_report): the version and accepted arguments of
 the engine the command line runs, read from its own parser in the background at start and
