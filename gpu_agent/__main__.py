@@ -20,7 +20,10 @@ def build_agent(options: AgentOptions) -> Agent:
     supervisor = None
     if options.engine_cmd is not None:
         supervisor = EngineSupervisor(
-            list(options.engine_cmd), options.simulate, options.engine_start_timeout_s
+            list(options.engine_cmd),
+            options.simulate,
+            options.engine_start_timeout_s,
+            nice=options.engine_nice,
         )
     if options.console_url is None:
         config, keys = load_standalone(options)

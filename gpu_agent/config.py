@@ -18,6 +18,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from gpu_agent.state import default_state_dir
+from gpu_agent.supervisor import DEFAULT_ENGINE_NICE
 
 DEFAULT_MAX_BODY_BYTES = 1 << 20
 # A client that reads nothing for this long while its response waits is cut off (nginx's
@@ -44,6 +45,7 @@ class AgentOptions:
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     log_level: str = "info"
     engine_start_timeout_s: float = 300.0
+    engine_nice: int = DEFAULT_ENGINE_NICE
     upstream_connect_timeout_s: float = 5.0
     upstream_read_timeout_s: float = 600.0
     upstream_pool_size: int = 1024
@@ -145,6 +147,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--engine-start-timeout", type=_positive_float, default=300.0, metavar="SECONDS"
     )
     parser.add_argument(
+        "--engine-nice",
+        type=int,
+        choices=range(20),
+        default=DEFAULT_ENGINE_NICE,
+        metavar="N",
+        help="managed mode: run the engine N steps nicer than the agent, so that the gateway "
+        f"comes first where they share cores (default {DEFAULT_ENGINE_NICE}; 0: as the agent)",
+    )
+    parser.add_argument(
         "--upstream-read-timeout", type=_positive_float, default=600.0, metavar="SECONDS"
     )
     parser.add_argument("--upstream-pool-size", type=_positive_int, default=1024)
@@ -212,6 +223,7 @@ def parse_args(argv: list[str] | None = None) -> AgentOptions:
         max_body_bytes=ns.max_body_bytes,
         log_level=ns.log_level,
         engine_start_timeout_s=ns.engine_start_timeout,
+        engine_nice=ns.engine_nice,
         upstream_read_timeout_s=ns.upstream_read_timeout,
         upstream_pool_size=ns.upstream_pool_size,
         client_write_timeout_s=ns.client_write_timeout,

@@ -5,7 +5,8 @@ the same flags), swaps launch profiles and rolls back a profile that does not co
 If the new engine exits or stays silent past the timeout, the previous command line is started
 again and `EngineStartError` carries the tail of the failed engine's output, which the
 reconciler reports to the console. An engine that dies on its own is restarted with a capped
-backoff.
+backoff. The engine runs `nice` steps nicer than the agent (`--engine-nice`, default
+DEFAULT_ENGINE_NICE), so that where they share cores the gateway comes first.
 
 `report` is the engine report (gpu_agent.engine_report): the version and accepted arguments of
 the engine the command line runs, read from its own parser in the background at start and
@@ -22,6 +23,7 @@ import os
 import signal
 import sys
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -32,14 +34,33 @@ log = logging.getLogger("gpu_agent.supervisor")
 
 TAIL_LINES = 30
 _STOP_GRACE_S = 10.0
+# How much nicer than the agent the engine runs (`--engine-nice`, DESIGN.md 4). Where the two
+# share cores, the gateway's hop and the first-token times its admission limit reads come
+# first: vLLM's CPU build spins an OpenMP thread on every core it is given, and a gateway that
+# gets only what is left sees first tokens late and relays them late. The gateway needs little
+# CPU, so the engine keeps nearly all of it; on a GPU node with cores to spare it changes
+# nothing. Raising niceness needs no privilege; 0 runs the engine as the agent.
+DEFAULT_ENGINE_NICE = 10
 
 
 def _die_with_parent() -> None:
-    """Runs in the engine's child process before exec: on Linux, have the kernel send it
-    SIGTERM when the agent dies, even by SIGKILL, so no orphan engine keeps the port."""
+    """On Linux, have the kernel send this process SIGTERM when the agent dies, even by
+    SIGKILL, so no orphan engine keeps the port."""
     if sys.platform.startswith("linux"):
         with contextlib.suppress(OSError, AttributeError):
             ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def engine_preexec(nice: int) -> Callable[[], None]:
+    """What runs in the engine's child process before exec: dies with the agent, and runs
+    `nice` steps nicer than it (inherited by every thread and process the engine starts)."""
+
+    def preexec() -> None:
+        _die_with_parent()
+        if nice:
+            os.nice(nice)
+
+    return preexec
 
 
 class EngineStartError(RuntimeError):
@@ -133,13 +154,20 @@ def launch_args(argv: list[str]) -> dict[str, Any]:
 
 
 class EngineSupervisor:
-    def __init__(self, argv: list[str], simulate: bool, start_timeout_s: float = 300.0) -> None:
+    def __init__(
+        self,
+        argv: list[str],
+        simulate: bool,
+        start_timeout_s: float = 300.0,
+        nice: int = DEFAULT_ENGINE_NICE,
+    ) -> None:
         # The engine address given at start-up stays the node's for every later profile.
         self._host = _flag_value(argv, "--host")
         self._port = _flag_value(argv, "--port")
         self._set_argv(list(argv))
         self.simulate = simulate
         self.start_timeout_s = start_timeout_s
+        self.nice = nice
         self.state = "down"  # down | starting | ok
         self.detail = ""
         self._process: asyncio.subprocess.Process | None = None
@@ -250,7 +278,7 @@ class EngineSupervisor:
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.STDOUT,
                 start_new_session=True,  # its own process group: stopping it stops its workers
-                preexec_fn=_die_with_parent,
+                preexec_fn=engine_preexec(self.nice),
                 # Dev mode opens vLLM's POST /reset_prefix_cache, which benchmarks use
                 # (docs/protocol.md); an operator's VLLM_SERVER_DEV_MODE=0 wins.
                 env={"VLLM_SERVER_DEV_MODE": "1", **os.environ, "PYTHONUNBUFFERED": "1"},

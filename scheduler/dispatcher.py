@@ -219,14 +219,9 @@ class Dispatcher:
         flight = self._flight
         self._limit = self.limiter.value
         self._urgent_limit = self._limit
-        if self.engine_priority and self._order and not self._order[0].backed_up(now):
-            # Not while it is backed up: then the engine's FIFO share of the backlog would
-            # delay the newest requests that LIFO releases first.
-            allowance = self.limiter.drain_allowance(self._order[0].name, now)
-            if allowance:
-                self._urgent_limit = max(
-                    self._limit, min(self.max_in_flight, self._limit + allowance)
-                )
+        if self.engine_priority and self._order and self.limiter.adaptive:
+            extra = self._urgent_allowance(now)
+            self._urgent_limit = max(self._limit, min(self.max_in_flight, self._limit + extra))
         while self._queued and len(flight) < self.max_in_flight:
             aged = aged_tier(self._order, now, self._has_room)
             if aged is not None:
@@ -262,9 +257,18 @@ class Dispatcher:
     def _limit_for(self, tier: TierQueue) -> int:
         """The awaiting limit of `tier`'s release. The most urgent tier, in an engine ordering
         by priority, loses nothing by waiting there rather than here (it goes first in both,
-        FIFO), so it may also have as many awaiting as the engine gave it first tokens in the
-        last second (scheduler/limiter.py, DRAIN_S): only a backlog beyond that stays here."""
+        FIFO), so it has `_urgent_allowance` on top: only a backlog beyond that stays here."""
         return self._urgent_limit if tier.rank == 0 else self._limit
+
+    def _urgent_allowance(self, now: float) -> int:
+        """The most urgent tier's awaiting on top of the limit (priority engine, adaptive):
+        half a second of its first tokens, unless backed up (the engine's FIFO share of the
+        backlog would delay the newest, which LIFO releases first); plus each less urgent
+        request awaiting its first token: the engine gives a freed slot to an urgent request
+        ahead of those, and an urgent request held here lets them take it instead."""
+        urgent = self._order[0]
+        drain = 0 if urgent.backed_up(now) else self.limiter.drain_allowance(urgent.name, now)
+        return drain + sum(tier.awaiting for tier in self._order[1:])
 
     def _awaiting_upto(self, tier: TierQueue) -> int:
         return awaiting_upto(self._order, tier, self._awaiting, self.engine_priority)

@@ -6,9 +6,9 @@ The release rule, each time `Dispatcher.poll` runs, while a slot is free (in-fli
 `max_in_flight` and awaiting-first-token under its limit, scheduler/limiter.py; with
 `pass_priority` the engine's priority queue lets a more urgent request overtake the less urgent
 ones waiting there, so only awaiting requests of tiers at least as urgent count against a tier's
-release, and the most urgent tier's limit has half a second of its first tokens on top,
-`Dispatcher._limit_for`; a tier with an age bound is held while a more urgent request awaits,
-`awaiting_upto`):
+release, and the most urgent tier's limit has half a second of its first tokens and the less
+urgent tiers' awaiting count on top, `Dispatcher._urgent_allowance`; a tier with an age bound
+is held while a more urgent request awaits, `awaiting_upto`):
 0. the age bound: the oldest request past its tier's `promote_after_ms` goes as a request of
    the next more urgent tier (its room, its awaiting count, its engine priority), `aged_tier`;
 1. the starvation bound: a tier with queued requests whose share of the last `SHARE_WINDOW`

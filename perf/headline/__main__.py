@@ -47,8 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def dev_vllm() -> VllmEngine:
-    """vLLM's CPU build on the tiny model (tools/vllm_env.py), pinned to core 0 by its shim."""
+def dev_vllm(nice: int) -> VllmEngine:
+    """vLLM's CPU build on the tiny model (tools/vllm_env.py), pinned to core 0 by its shim,
+    `nice` steps nicer than this process (--engine-nice)."""
     from tools import vllm_env
 
     vllm_env.require()
@@ -58,6 +59,7 @@ def dev_vllm() -> VllmEngine:
         env=vllm_env.engine_env(),
         engine_cpus=vllm_env.engine_cpus(),
         description=VLLM_HARDWARE.format(version=vllm_env.VLLM_VERSION),
+        nice=nice,
     )
 
 
@@ -81,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.engine_cores == "shared":
         # tools/vllm_env.engine_cpus: vLLM binds a thread to each core; nothing else is pinned.
         os.environ["TIERGATE_VLLM_CPUS"] = ",".join(str(c) for c in sorted(os.sched_getaffinity(0)))
-    vllm = dev_vllm() if args.engine == "vllm" and not args.vllm_model else None
+    vllm = dev_vllm(args.engine_nice) if args.engine == "vllm" and not args.vllm_model else None
     options = options_from_args(args, [sys.executable, "-m", "perf.headline", *argv], vllm)
     experiment = run_experiment(options, log=lambda m: print(m, file=sys.stderr))
     print(render(experiment.doc))

@@ -239,6 +239,8 @@ def test_bad_input_exits_2_naming_the_problem(
         ([*base, "--heartbeat-backoff-max", "0"], "--heartbeat-backoff-max"),
         ([*base, "--upstream-read-timeout", "nan"], "must be a positive number of seconds"),
         ([*base, "--engine-start-timeout", "-3"], "--engine-start-timeout"),
+        ([*base, "--engine-nice", "20"], "--engine-nice"),
+        ([*base, "--engine-nice", "-1"], "--engine-nice"),
         ([*base, "--client-write-timeout", "0"], "--client-write-timeout"),
         ([*base, "--client-buffer-bytes", "16MiB"], "--client-buffer-bytes"),
         ([*base, "--client-buffer-total-bytes", "-1"], "--client-buffer-total-bytes"),

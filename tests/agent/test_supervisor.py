@@ -9,7 +9,10 @@ import os
 import signal
 from pathlib import Path
 
+import pytest
+
 from gpu_agent.sim.testing import free_port
+from gpu_agent.supervisor import DEFAULT_ENGINE_NICE
 from tests.agent.agent_helpers import (
     GATEWAY_KEYS,
     NODE_TOKEN,
@@ -114,6 +117,29 @@ def test_the_engine_does_not_outlive_a_killed_agent(tmp_path: Path) -> None:
         wait_for(lambda: not Path(f"/proc/{pid}").exists() or _zombie(pid), what="engine gone")
     finally:
         agent.stop()
+
+
+@pytest.mark.parametrize(
+    ("flags", "steps"), [([], DEFAULT_ENGINE_NICE), (["--engine-nice", "3"], 3)]
+)
+def test_the_engine_runs_nicer_than_the_agent(tmp_path: Path, flags: list[str], steps: int) -> None:
+    """Every thread of the engine, as the kernel sees it, `steps` nicer than the agent (at
+    most 19: the tests themselves may run niced)."""
+    port = free_port()
+    args = [
+        "--engine-cmd",
+        f"vllm serve demo --port {port} --sim-preset tiny-test",
+        "--simulate",
+        *flags,
+        *standalone_args(tmp_path, "unused", tier_config())[2:],
+    ]
+    with start_agent(args, tmp_path / "agent.log") as agent:
+        pid = wait_for(lambda: agent.status()["engine"]["pid"], what="the engine's pid")
+        wait_for(lambda: agent.status()["health"]["engine"] == "ok", timeout=20, what="engine up")
+        expected = min(19, os.getpriority(os.PRIO_PROCESS, agent.process.pid) + steps)
+        threads = [int(t.name) for t in Path(f"/proc/{pid}/task").iterdir()]
+        niceness = {tid: os.getpriority(os.PRIO_PROCESS, tid) for tid in threads}
+        assert niceness == dict.fromkeys(threads, expected)
 
 
 def _zombie(pid: int) -> bool:

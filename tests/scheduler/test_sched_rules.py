@@ -435,3 +435,22 @@ def test_the_most_urgent_tier_of_a_priority_engine_may_exceed_the_limit_by_its_d
     # half a second of its drain (~50) on top of the limit; the less urgent tier gets the limit
     assert limit + 40 <= len(online) <= limit + 60, (limit, len(online))
     assert len(released) - len(online) <= limit
+
+
+@pytest.mark.parametrize("engine_priority", [True, False])
+def test_the_most_urgent_tier_of_a_priority_engine_goes_ahead_of_less_urgent_ones_awaiting(
+    engine_priority: bool,
+) -> None:
+    d = Dispatcher(
+        make_config(admission={"max_in_flight": 1000, "pass_priority": engine_priority, **STRICT})
+    )
+    limit = d.max_awaiting  # adaptive, no first token yet: no drain allowance either
+    for i in range(limit):  # released while nothing more urgent waits: the engine's queue
+        d.arrive(req(f"b{i}", "batch"), 0.0)
+    assert len(d.poll(0.0).released) == limit
+    for i in range(3 * limit):
+        d.arrive(req(f"o{i}"), 0.01)
+    online = ids(d.poll(0.01).released)
+    # The engine starts each of them before any batch request waiting there: held here, a
+    # batch request would take the slot that frees first. An FCFS engine would not.
+    assert online == ([f"o{i}" for i in range(2 * limit)] if engine_priority else [])

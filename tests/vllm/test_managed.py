@@ -9,6 +9,7 @@ on its PATH. One agent (and so one vLLM) serves the module; the tests run in fil
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -20,6 +21,7 @@ import httpx
 import pytest
 
 from gpu_agent.sim.testing import free_port
+from gpu_agent.supervisor import DEFAULT_ENGINE_NICE
 from gpu_agent.testing import AgentProcess
 from tests.agent.agent_helpers import GATEWAY_KEYS, NODE_TOKEN, FakeConsole
 from tests.vllm.vllm_helpers import (
@@ -53,6 +55,19 @@ def profile(version: int, argv_: list[str]) -> dict[str, Any]:
 
 def engine_up(beat: dict[str, Any]) -> bool:
     return beat["health"]["engine"] == "ok"
+
+
+def engine_threads(pid: int) -> list[int]:
+    """The threads of every process in the engine's session (the supervisor starts it in a
+    session of its own: the API server, its engine core and their helpers)."""
+    out = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            with contextlib.suppress(OSError):
+                stat = (proc / "stat").read_text()
+                if int(stat.rsplit(")", 1)[1].split()[3]) == pid:  # field 6, the session
+                    out += [int(t.name) for t in (proc / "task").iterdir()]
+    return out
 
 
 def served_max_model_len(beat: dict[str, Any]) -> int:
@@ -94,6 +109,16 @@ def test_the_supervisor_starts_vllm_from_the_engine_command(
     assert beat["engine"]["args"]["max_model_len"] == 2048
     assert beat["engine"]["simulated"] is False
     assert served_max_model_len(beat) == 2048
+    # Every thread of every process vLLM started (its engine core's OpenMP threads included)
+    # runs --engine-nice's default steps nicer than the agent.
+    threads = engine_threads(agent.status()["engine"]["pid"])
+    assert len(threads) > 2
+    agent_nice = os.getpriority(os.PRIO_PROCESS, agent.process.pid)
+    niceness = {}
+    for tid in threads:
+        with contextlib.suppress(ProcessLookupError):  # a helper thread that has just ended
+            niceness[tid] = os.getpriority(os.PRIO_PROCESS, tid)
+    assert niceness == dict.fromkeys(niceness, min(19, agent_nice + DEFAULT_ENGINE_NICE))
     # The engine report: vLLM's own parser, read with the Python of the `vllm` command.
     beat = wait_beat(console, lambda b: "report" in b["engine"], 600, "the engine report")
     report = beat["engine"]["report"]

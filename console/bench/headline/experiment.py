@@ -106,7 +106,12 @@ def hardware(vllm: VllmEngine | None) -> str:
 def _vllm_record(vllm: VllmEngine | None) -> dict[str, Any] | None:
     if vllm is None:
         return None
-    return {"command": list(vllm.command), "model": vllm.model, "engine_cpus": vllm.engine_cpus}
+    return {
+        "command": list(vllm.command),
+        "model": vllm.model,
+        "engine_cpus": vllm.engine_cpus,
+        "nice": vllm.nice,
+    }
 
 
 def _clients_off_the_engine_cores(vllm: VllmEngine | None) -> None:

@@ -11,6 +11,11 @@ from console.bench.headline.experiment import Options
 from console.bench.headline.procs import VllmEngine
 from console.bench.headline.workload import ENGINES
 
+# The agent's supervisor starts the engine this much nicer than itself (gpu_agent.supervisor.
+# DEFAULT_ENGINE_NICE; the console may not import it, tests/headline check they agree): the
+# benchmark starts vLLM the same way, so the gateway and the load generator come first.
+ENGINE_NICE = 10
+
 
 def add_experiment_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--duration", type=float, default=60.0, help="measured seconds per arm")
@@ -46,6 +51,15 @@ def add_vllm_arguments(p: argparse.ArgumentParser) -> None:
         default="",
         help="cores the engine keeps to (e.g. 0); the load generator and gateways avoid them",
     )
+    p.add_argument(
+        "--engine-nice",
+        type=int,
+        choices=range(20),
+        default=ENGINE_NICE,
+        metavar="N",
+        help=f"start vLLM N steps nicer than the client and gateways, as the agent's "
+        f"supervisor does (default {ENGINE_NICE}; 0: the same priority)",
+    )
 
 
 def check(args: argparse.Namespace) -> str | None:
@@ -67,6 +81,7 @@ def vllm_from_args(args: argparse.Namespace) -> VllmEngine:
         command=tuple(shlex.split(args.vllm_command)),
         model=args.vllm_model,
         engine_cpus=args.engine_cpus,
+        nice=args.engine_nice,
     )
 
 

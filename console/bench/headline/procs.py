@@ -18,7 +18,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -58,6 +58,17 @@ def _wait_healthy(proc: subprocess.Popen[bytes], url: str, log: Path, timeout_s:
         time.sleep(0.05)
 
 
+def _nicer(nice: int) -> Callable[[], None] | None:
+    """What the child runs before exec to be `nice` steps nicer (None: as it is)."""
+    if not nice:
+        return None
+
+    def preexec() -> None:
+        os.nice(nice)
+
+    return preexec
+
+
 @contextlib.contextmanager
 def _process(
     argv: Sequence[str],
@@ -65,7 +76,9 @@ def _process(
     url: str,
     timeout_s: float,
     env: Mapping[str, str] | None = None,
+    nice: int = 0,
 ) -> Iterator[str]:
+    """`nice`: started that much nicer than this process (its threads and children too)."""
     env = {**(env or os.environ), "PYTHONUNBUFFERED": "1"}
     with open(log, "wb") as out:
         # Its own process group: a real vLLM's engine-core process stops with it.
@@ -76,6 +89,7 @@ def _process(
             stderr=subprocess.STDOUT,
             env=env,
             start_new_session=True,
+            preexec_fn=_nicer(nice),
         )
         try:
             _wait_healthy(proc, url, log, timeout_s)
@@ -104,13 +118,16 @@ class VllmEngine:
 
     `command` is `vllm` on a node with vLLM installed; perf.headline passes the CPU build of
     tools/vllm_env.py (its shim pins itself to `engine_cpus`). `engine_cpus` are the cores the
-    engine keeps to ("0,1"; empty: none): the load generator and the gateways keep off them."""
+    engine keeps to ("0,1"; empty: none): the load generator and the gateways keep off them.
+    `nice`: the engine runs that much nicer than the load generator and the gateways, as the
+    agent's supervisor starts it (its `--engine-nice`, options.ENGINE_NICE), in every arm."""
 
     command: tuple[str, ...] = ("vllm",)
     model: str = ""
     env: Mapping[str, str] | None = None
     engine_cpus: str = ""
     description: str = ""
+    nice: int = 0
 
     def argv(self, port: int, flags: Sequence[str]) -> list[str]:
         host = ["--host", "127.0.0.1", "--port", str(port)]
@@ -139,7 +156,7 @@ def run_engine(
     log = workdir / f"{name}-engine.log"
     if vllm is not None:
         argv = vllm.argv(port, flags)
-        with _process(argv, log, url, VLLM_START_TIMEOUT_S, vllm.env) as u:
+        with _process(argv, log, url, VLLM_START_TIMEOUT_S, vllm.env, vllm.nice) as u:
             yield u
         return
     with _process(sim_argv(model, port, flags), log, url, 30) as u:
