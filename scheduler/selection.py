@@ -29,8 +29,8 @@ A tier that may not use the reserved slots is skipped while only those are left.
 tier, oldest first; the most urgent tier newest first while its oldest has waited over
 `admission.lifo_after_ms` (adaptive LIFO), `release_order`; with the engine ordering by
 priority, its stale requests (waited over that bound) go as the next tier's, in that tier's
-room, `demoted_tier`, so the engine too serves the requests sent after them first. `next_wakeup` says when time alone
-changes a decision.
+room, `demoted_tier`, so the engine too serves the requests sent after them first.
+`next_wakeup` says when time alone changes a decision.
 """
 
 from __future__ import annotations
