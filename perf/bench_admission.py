@@ -318,7 +318,8 @@ async def _overload(args: argparse.Namespace) -> dict[str, Any]:
         if base_p50 is not None:
             bound = max(2 * base_p50, base_p50 + 0.025)
             for k in range(len(per_s)):
-                if all(p is not None and p <= bound for p in per_s[k:]):
+                # A second without an online request sent in it (Poisson) says nothing.
+                if per_s[k] is not None and all(p is None or p <= bound for p in per_s[k:]):
                     back_at = k
                     break
         tiers_done = {
