@@ -261,6 +261,10 @@ async def _overload(args: argparse.Namespace) -> dict[str, Any]:
         # minutes to drain whatever the order between tiers: shed it with 429s instead.
         for queue in tiers["scheduler"]["queues"].values():
             queue["max_queue_depth"] = args.queue_depth
+    if args.admission:
+        # An experiment beside the seed's defaults (e.g. '{"max_in_flight": 16,
+        # "reserved_slots": 4}'): the figures are then not the seed's.
+        tiers["scheduler"].setdefault("admission", {}).update(json.loads(args.admission))
     report: dict[str, Any] = {"tier_config": tiers}
     with _stack("sim", 16, tiers, args.time_scale) as (gateway, direct, pids, engine):
         connector = aiohttp.TCPConnector(limit=0)
@@ -350,6 +354,7 @@ def main() -> int:
     ov.add_argument("--time-scale", type=float, default=4.0, help="simulator wall s per model s")
     ov.add_argument("--queue-depth", type=int, default=0, help="max_queue_depth of every tier")
     ov.add_argument("--only", choices=("both", "gateway", "direct"), default="both")
+    ov.add_argument("--admission", default="", help="JSON merged into scheduler.admission")
     ov.add_argument(
         "--client-timeout",
         type=float,
