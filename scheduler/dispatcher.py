@@ -273,11 +273,12 @@ class Dispatcher:
         return awaiting_upto(self._order, tier, self._awaiting, self.engine_priority)
 
     def _share_room(self, tier: TierQueue) -> bool:
-        """Room for a starvation-bound release of `tier`: its own cap on slots, and the
-        awaiting room of the most urgent tier, as whose request the engine sees it."""
-        cap = self.max_in_flight - (self.reserved if tier.rank else 0)
+        """Room for a starvation-bound release of `tier`: the most urgent tier's, as whose
+        request the engine sees it (its awaiting room, and the reserved slots too: else a
+        most urgent tier that fills every other slot would starve the rest again)."""
         urgent = self._order[0]
-        return len(self._flight) < cap and self._awaiting_upto(urgent) < self._limit_for(urgent)
+        free = len(self._flight) < self.max_in_flight
+        return free and self._awaiting_upto(urgent) < self._limit_for(urgent)
 
     def _owed_tier(self, besides: TierQueue | None = None) -> TierQueue | None:
         return owed_tier(self._order, self._shares, self.min_share, self._share_room, besides)

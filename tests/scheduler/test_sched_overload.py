@@ -108,3 +108,26 @@ def test_a_stale_request_keeps_its_tier_against_an_fcfs_engine() -> None:
     d.first_token("hold0", 1.5)
     result = d.poll(1.5)
     assert ids(result.released) == ["old29"] and result.sent_as == {}
+
+
+def test_the_share_may_take_a_reserved_slot() -> None:
+    # 16 slots, 4 reserved for online: online holds all 16 and keeps coming, one slot freeing
+    # at a time. The share's release goes as an online request, so it may take that slot;
+    # else reserved_slots would turn the starvation bound off whenever online fills the rest.
+    admission = {"max_in_flight": 16, "reserved_slots": 4, "min_share": 0.05}
+    d = Dispatcher(make_config(admission={**admission, "max_awaiting_first_token": 100}))
+    for i in range(16):
+        d.arrive(req(f"hold{i}"), 0.0)
+    held = ids(d.poll(0.0).released)
+    assert len(held) == 16
+    d.arrive(req("b0", "batch"), 0.0)
+    served: list[str] = []
+    for i in range(100):
+        now = 0.01 * (i + 1)
+        d.arrive(req(f"on{i}"), now)
+        d.arrive(req(f"on{i}b"), now)
+        d.complete(held.pop(0), now)
+        released = ids(d.poll(now).released)
+        held += released
+        served += released
+    assert "b0" in served

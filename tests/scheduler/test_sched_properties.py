@@ -234,13 +234,13 @@ class Model:
         return self.eligible(tier, in_flight)
 
     def share_eligible(self, tier: str, in_flight: int) -> bool:
-        """Room for a starvation-bound release: the tier's own cap on slots and the most
-        urgent tier's awaiting room (it goes to the engine as that tier's request)."""
+        """Room for a starvation-bound release: the most urgent tier's slots (reserved ones
+        included) and awaiting room (it goes to the engine as that tier's request)."""
         admission = self.config.scheduler.admission
         assert admission.max_in_flight is not None
         most_urgent = self.config.tiers_by_urgency()[0]
-        cap = admission.max_in_flight - (0 if tier == most_urgent else admission.reserved_slots)
-        return in_flight < cap and self.awaiting_upto(most_urgent) < self.urgent_limit
+        free = in_flight < admission.max_in_flight
+        return free and self.awaiting_upto(most_urgent) < self.urgent_limit
 
     def owed(self, in_flight: int, pending: dict[str, list[Queued]]) -> list[str]:
         """Tiers owed their minimum share now, most urgent first."""
