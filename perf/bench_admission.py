@@ -15,7 +15,8 @@ Pinning: both engines on core 0, the gateway and this client on core 1.
 
 overload: the simulator (`--max-num-seqs 16`, priority policy, `--time-scale`) behind the
 gateway and a second one direct, the tier mix 70/20/10; 10 s at half the capacity,
-`--overload-s` at 10x, then 30 s at half again; `--queue-depth N` gives every tier a
+`--overload-s` at 10x, then 30 s at half again (a client gives up when it has no first token
+after `--client-timeout` s, and disconnects); `--queue-depth N` gives every tier a
 `max_queue_depth` (the seed has none: a 10x overload's online backlog, FIFO within the tier,
 then takes minutes to drain whatever the order between tiers). Reported per second after the
 overload: online TTFT p50, gateway against direct, and the time until online TTFT p50 is back
@@ -41,6 +42,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from perf.bench_gateway import (
+    _FIRST_TOKEN,
     CLIENT_CORE,
     KEY,
     _free_port,
@@ -48,6 +50,7 @@ from perf.bench_gateway import (
     _open_loop,
     _process,
 )
+from perf.overload_trace import trace
 from scheduler import config_to_dict, default_config
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -74,24 +77,28 @@ def _engine_argv(kind: str, port: int, seqs: int, time_scale: float = 1.0) -> li
 @contextlib.contextmanager
 def _stack(
     kind: str, seqs: int, tiers: dict[str, Any], time_scale: float = 1.0
-) -> Iterator[tuple[str, str, int]]:
-    """Two engines, a gateway in front of the first; yields (gateway, direct, gateway pid)."""
+) -> Iterator[tuple[str, str, dict[str, int], str]]:
+    """Two engines, a gateway in front of the first; yields (gateway, direct, pids, the
+    gateway's engine), the pids named "gateway", "engine_gateway" and "engine_direct"."""
     ports = [_free_port() for _ in range(3)]
     urls = [f"http://127.0.0.1:{p}" for p in ports]
     keys = [{"name": "bench", "key": KEY, "tiers": list(TIERS), "default_tier": "online"}]
     with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
         (Path(tmp) / "tiers.json").write_text(json.dumps(tiers))
         (Path(tmp) / "keys.json").write_text(json.dumps(keys))
-        for port, url in zip(ports[:2], urls[:2], strict=True):
+        pids: dict[str, int] = {}
+        for name, port, url in zip(("engine_gateway", "engine_direct"), ports, urls, strict=False):
             argv = _engine_argv(kind, port, seqs, time_scale)
-            stack.enter_context(_process(argv, ENGINE_CORE, url + "/health"))
+            pids[name] = stack.enter_context(_process(argv, ENGINE_CORE, url + "/health")).pid
         gateway = [sys.executable, "-m", "gpu_agent", "--engine-url", urls[0],
                    "--listen", f"127.0.0.1:{ports[2]}", "--log-level", "warning",
                    "--tier-config", f"{tmp}/tiers.json", "--keys", f"{tmp}/keys.json",
                    "--state-dir", f"{tmp}/state", "--node-token", NODE_TOKEN]  # fmt: skip
         proc = stack.enter_context(_process(gateway, CLIENT_CORE, urls[2] + "/health"))
+        pids["gateway"] = proc.pid
         time.sleep(1.5)  # the agent learns the model list from its first telemetry tick
-        yield urls[2], urls[1], proc.pid
+        _GATEWAYS.add(urls[2] + "/v1/chat/completions")
+        yield urls[2], urls[1], pids, urls[0]
 
 
 def _body(max_tokens: int, priority: int | None = None) -> bytes:
@@ -130,7 +137,7 @@ async def _sweep(args: argparse.Namespace) -> dict[str, Any]:
         "tier_config": tiers,
         "steps": [],
     }
-    with _stack(args.engine, seqs, tiers) as (gateway, direct, _pid):
+    with _stack(args.engine, seqs, tiers) as (gateway, direct, _pids, _engine):
         connector = aiohttp.TCPConnector(limit=0)
         async with aiohttp.ClientSession(connector=connector, auto_decompress=False) as session:
             gw, dr = gateway + "/v1/chat/completions", direct + "/v1/chat/completions"
@@ -175,6 +182,30 @@ async def _sweep(args: argparse.Namespace) -> dict[str, Any]:
     return report
 
 
+async def _patient(
+    session: Any, url: str, body: bytes, headers: dict[str, str], patience: float | None
+) -> float | None:
+    """One streamed request; its TTFT, or None. The client gives up (and disconnects, so the
+    engine or the gateway drops the request) when no first token came within `patience` s;
+    once its stream runs it reads it to the end, as a chat client does. The bound also keeps
+    the direct engine's backlog from holding every stream of the overload on this core."""
+    t0 = time.perf_counter()
+    ttft: float | None = None
+    try:
+        async with asyncio.timeout(patience) as clock:
+            async with session.post(url, data=body, headers=headers) as response:
+                if response.status != 200:
+                    await response.read()
+                    return None
+                async for chunk in response.content.iter_any():
+                    if ttft is None and _FIRST_TOKEN.search(chunk):
+                        ttft = time.perf_counter() - t0
+                        clock.reschedule(None)
+    except Exception:
+        pass  # gave up, or the stream broke after its first token (counted as served)
+    return ttft
+
+
 async def _phase_load(
     session: Any,
     targets: list[str],
@@ -184,7 +215,8 @@ async def _phase_load(
     out: list[Any],
     timeout: float | None = None,
 ) -> None:
-    """Open loop, tier mix TIERS, each target the same schedule; rows (target, tier, sent, ttft)."""
+    """Open loop, tier mix TIERS, each target the same schedule; rows (target, tier, sent, ttft,
+    start lag: how late this client began sending it)."""
     import random
 
     rng = random.Random(7)
@@ -202,14 +234,9 @@ async def _phase_load(
         headers = {"Authorization": f"Bearer {KEY}", "Content-Type": "application/json",
                    "X-Tiergate-Tier": tier}  # fmt: skip
         body = (bodies if target in _GATEWAYS else direct_bodies)[tier]
-        try:
-            # A client gives up after CLIENT_TIMEOUT_S (and disconnects, so the engine or the
-            # gateway drops the request): bounds the direct engine's backlog, which would
-            # otherwise hold every stream of the overload on the client's core.
-            ttft, ok = await asyncio.wait_for(_one(session, target, body, headers), timeout)
-        except TimeoutError:
-            ttft, ok = None, False
-        out.append((target, tier, sent, ttft if ok else None))
+        lag = loop.time() - t0 - sent
+        ttft = await _patient(session, target, body, headers, timeout)
+        out.append((target, tier, sent, ttft, lag))
 
     start = loop.time()
     at = start
@@ -220,7 +247,7 @@ async def _phase_load(
         if delay > 0:
             await asyncio.sleep(delay)
         for target in targets:
-            tasks.append(asyncio.create_task(fire(target, tier, loop.time() - t0)))
+            tasks.append(asyncio.create_task(fire(target, tier, at - t0)))
     _PENDING.update(tasks)
 
 
@@ -234,8 +261,12 @@ async def _overload(args: argparse.Namespace) -> dict[str, Any]:
         # minutes to drain whatever the order between tiers: shed it with 429s instead.
         for queue in tiers["scheduler"]["queues"].values():
             queue["max_queue_depth"] = args.queue_depth
+    if args.admission:
+        # An experiment beside the seed's defaults (e.g. '{"max_in_flight": 16,
+        # "reserved_slots": 4}'): the figures are then not the seed's.
+        tiers["scheduler"].setdefault("admission", {}).update(json.loads(args.admission))
     report: dict[str, Any] = {"tier_config": tiers}
-    with _stack("sim", 16, tiers, args.time_scale) as (gateway, direct, _pid):
+    with _stack("sim", 16, tiers, args.time_scale) as (gateway, direct, pids, engine):
         connector = aiohttp.TCPConnector(limit=0)
         async with aiohttp.ClientSession(connector=connector, auto_decompress=False) as session:
             gw, dr = gateway + "/v1/chat/completions", direct + "/v1/chat/completions"
@@ -246,6 +277,11 @@ async def _overload(args: argparse.Namespace) -> dict[str, Any]:
             print(f"capacity (direct, closed loop, 64 tokens) {capacity:.1f} req/s", flush=True)
             rows: list[Any] = []
             t0 = asyncio.get_running_loop().time()
+            engines = {"gateway": engine, "direct": direct}
+            traced: list[dict[str, Any]] = []
+            tracer = asyncio.create_task(
+                trace(session, t0, gateway, engines, pids, NODE_TOKEN, traced)
+            )
             before, hot, after = 10.0, args.overload_s, 30.0
             limit = args.client_timeout or None
             # --only: one path per run (the other engine idles); on a 2-core machine the direct
@@ -255,6 +291,11 @@ async def _overload(args: argparse.Namespace) -> dict[str, Any]:
             await _phase_load(session, paths, capacity * 10, hot, t0, rows, limit)
             await _phase_load(session, paths, capacity / 2, after, t0, rows, limit)
             await asyncio.sleep(5.0)
+            tracer.cancel()
+            report["trace"] = traced
+            # Every request: (target, tier, sent at (s after t0), TTFT or None, start lag).
+            report["t0_monotonic"] = t0
+            report["requests"] = rows
             for task in _PENDING:  # the backlog left after the run: not measured
                 task.cancel()
             await asyncio.gather(*_PENDING, return_exceptions=True)
@@ -262,23 +303,31 @@ async def _overload(args: argparse.Namespace) -> dict[str, Any]:
     for name, url in (("gateway", gw), ("direct", dr)):
         if args.only not in ("both", name):
             continue
-        online = [(s, t) for target, tier, s, t in rows if target == url and tier == "online"]
+        online = [(s, t) for target, tier, s, t, _ in rows if target == url and tier == "online"]
         base = [t for s, t in online if s < before and t is not None]
         base_p50 = statistics.median(base) if base else None
         per_s = []
+        lag_s = []  # this client's own lag in starting the requests of each second
         back_at = None
         for k in range(int(after)):
             window = [t for s, t in online if end_hot + k <= s < end_hot + k + 1 and t is not None]
             p50 = statistics.median(window) if window else None
             per_s.append(p50)
+            lags = [
+                lag
+                for target, _, s, _, lag in rows
+                if target == url and end_hot + k <= s < end_hot + k + 1
+            ]
+            lag_s.append(round(max(lags) * 1000, 1) if lags else None)
         if base_p50 is not None:
             bound = max(2 * base_p50, base_p50 + 0.025)
             for k in range(len(per_s)):
-                if all(p is not None and p <= bound for p in per_s[k:]):
+                # A second without an online request sent in it (Poisson) says nothing.
+                if per_s[k] is not None and all(p is None or p <= bound for p in per_s[k:]):
                     back_at = k
                     break
         tiers_done = {
-            tier: sum(1 for target, t_, s, t in rows if target == url and t_ == tier
+            tier: sum(1 for target, t_, s, t, _ in rows if target == url and t_ == tier
                       and end_hot - hot <= s < end_hot and t is not None)
             for tier in TIERS
         }  # fmt: skip
@@ -286,6 +335,7 @@ async def _overload(args: argparse.Namespace) -> dict[str, Any]:
             "online_baseline_p50_ms": None if base_p50 is None else base_p50 * 1000,
             "online_p50_ms_per_second_after": [None if p is None else p * 1000 for p in per_s],
             "seconds_until_back": back_at,
+            "client_start_lag_max_ms_per_second_after": lag_s,
             "served_during_overload_per_tier": tiers_done,
         }
         print(f"{name}: {report[name]}", flush=True)
@@ -304,8 +354,12 @@ def main() -> int:
     ov.add_argument("--time-scale", type=float, default=4.0, help="simulator wall s per model s")
     ov.add_argument("--queue-depth", type=int, default=0, help="max_queue_depth of every tier")
     ov.add_argument("--only", choices=("both", "gateway", "direct"), default="both")
+    ov.add_argument("--admission", default="", help="JSON merged into scheduler.admission")
     ov.add_argument(
-        "--client-timeout", type=float, default=10.0, help="s a client waits (0: forever)"
+        "--client-timeout",
+        type=float,
+        default=10.0,
+        help="s a client waits for its first token (0: forever)",
     )
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()

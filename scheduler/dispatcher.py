@@ -38,6 +38,8 @@ from scheduler.selection import (
     aged_tier,
     awaiting_upto,
     chosen_tier,
+    counted_tier,
+    demoted_tier,
     next_wakeup,
     owed_tier,
     release_order,
@@ -117,11 +119,8 @@ class Dispatcher:
             tier.groups = [deque() for _ in range(len(tier.bounds) + 1)]
             tier.dead = tier.depth = tier.queued_tokens = tier.in_flight = tier.awaiting = 0
         for entry in entries:
-            tier = self._tiers.get(entry.tier.name, fallback)
-            entry.tier = tier
-            tier.groups[tier.group_of(entry.req.prompt_tokens)].append(entry)
-            tier.depth += 1
-            tier.queued_tokens += entry.tokens
+            entry.tier = self._tiers.get(entry.tier.name, fallback)
+            entry.tier.put(entry)
         for flight in self._flight.values():
             flight.tier = self._tiers.get(flight.tier.name, fallback)
             flight.counted = self._tiers.get(flight.counted.name, fallback)
@@ -143,9 +142,7 @@ class Dispatcher:
             return Rejection(QUEUE_FULL, 429, retry_after_s(tier, now), detail)
         self._seq += 1
         entry = Entry(req, now, self._seq, tier)
-        tier.groups[tier.group_of(req.prompt_tokens)].append(entry)
-        tier.depth += 1
-        tier.queued_tokens += entry.tokens
+        tier.put(entry)
         self._queued[req.id] = entry
         return None
 
@@ -196,8 +193,7 @@ class Dispatcher:
             return self.complete(req_id, now)
         tier = entry.tier
         entry.alive = False
-        tier.depth -= 1
-        tier.queued_tokens -= entry.tokens
+        tier.taken(entry)
         tier.dead += 1
         tier.cancelled += 1
         if tier.dead > SWEEP_MIN_DEAD and tier.dead > tier.depth:
@@ -230,7 +226,11 @@ class Dispatcher:
                 continue
             owed = self._owed_tier()
             if owed is not None:
-                self._release(owed, 1, now, released, sent_as)
+                # Sent with the most urgent tier's engine priority, so counted as its request
+                # (`_share_room`); newest first from a stale backlog (a live client).
+                urgent = self._order[0]
+                lifo = owed.stale(now)
+                self._release(owed, 1, now, released, sent_as, lifo=lifo, counted=urgent)
                 promoted.append(released[-1].id)
                 continue
             chosen = chosen_tier(self._order, now, self._has_room)
@@ -243,7 +243,10 @@ class Dispatcher:
                 # Its first release counts one tier up, which holds the rest of it
                 # (selection.awaiting_upto): one at a time, as the rule says.
                 room = min(room, 1)
+            before = len(released)
             self._release(chosen, room, now, released, sent_as, lifo=chosen.backed_up(now))
+            if len(released) == before:
+                break  # only stale requests of the most urgent tier, and no room one tier down
         if self._queued and len(flight) < self.max_in_flight:
             self.limiter.held_back()  # something waits and only the awaiting limit stops it
         return PollResult(
@@ -273,29 +276,22 @@ class Dispatcher:
     def _awaiting_upto(self, tier: TierQueue) -> int:
         return awaiting_upto(self._order, tier, self._awaiting, self.engine_priority)
 
+    def _share_room(self, tier: TierQueue) -> bool:
+        """Room for a starvation-bound release of `tier`: the most urgent tier's, as whose
+        request the engine sees it (its awaiting room, and the reserved slots too: else a
+        most urgent tier that fills every other slot would starve the rest again)."""
+        urgent = self._order[0]
+        free = len(self._flight) < self.max_in_flight
+        return free and self._awaiting_upto(urgent) < self._limit_for(urgent)
+
     def _owed_tier(self, besides: TierQueue | None = None) -> TierQueue | None:
-        return owed_tier(self._order, self._shares, self.min_share, self._has_room, besides)
+        return owed_tier(self._order, self._shares, self.min_share, self._share_room, besides)
 
     def _expire(self, tier: TierQueue, now: float, out: list[tuple[Request, Rejection]]) -> None:
-        assert tier.timeout_s is not None
-        timeout = tier.timeout_s
-        for dq in tier.groups:
-            # Same expression as the wake-up time, so waking at it always finds the entry due.
-            while dq and (not dq[0].alive or dq[0].arrived + timeout <= now):
-                entry = dq.popleft()
-                if not entry.alive:
-                    tier.dead -= 1
-                    continue
-                self._unqueue(entry)
-                tier.rejections[QUEUE_TIMEOUT] = tier.rejections.get(QUEUE_TIMEOUT, 0) + 1
-                detail = f"waited over {tier.timeout_s:g} s in queue {tier.name}"
-                retry = retry_after_s(tier, now)
-                out.append((entry.req, Rejection(QUEUE_TIMEOUT, 503, retry, detail)))
-
-    def _unqueue(self, entry: Entry) -> None:
-        del self._queued[entry.req.id]
-        entry.tier.depth -= 1
-        entry.tier.queued_tokens -= entry.tokens
+        for entry in tier.pop_expired(now):
+            del self._queued[entry.req.id]
+            detail = f"waited over {tier.timeout_s:g} s in queue {tier.name}"
+            out.append((entry.req, Rejection(QUEUE_TIMEOUT, 503, retry_after_s(tier, now), detail)))
 
     def _release(
         self,
@@ -306,15 +302,22 @@ class Dispatcher:
         sent_as: dict[str, str],
         *,
         lifo: bool = False,
+        counted: TierQueue | None = None,
     ) -> None:
         """Release up to `room` of `tier`'s requests: oldest first, or with `lifo` (the tier is
-        backed up) newest first, the newest request's length group first."""
+        backed up) newest first, the newest request's length group first. Each counts in the
+        awaiting of `counted` and goes to the engine as its request (see `_counted`)."""
         order = release_order(tier, lifo)
         flight = self._flight
         waits = tier.waits
-        # A tier with an age bound goes to the engine as the next more urgent tier, and counts
-        # in that tier's awaiting (scheduler/selection.py, `awaiting_upto`).
-        counted = self._order[tier.rank - 1] if tier.promote_s is not None else tier
+        # Backed up, the most urgent tier's stale requests go as the next tier's.
+        demote = (
+            demoted_tier(self._order, tier, self.engine_priority) if lifo and not counted else None
+        )
+        if counted is None:
+            counted = counted_tier(self._order, tier)
+        stale_s = tier.lifo_s if tier.lifo_s is not None else 0.0
+        home = counted
         share_rule = self.min_share > 0
         taken = 0
         tokens = 0
@@ -334,8 +337,15 @@ class Dispatcher:
                 if taken and share_rule and self._owed_tier(besides=tier) is not None:
                     full = True  # another tier is owed its share: it goes next
                     break
+                counted = home
+                if demote is not None and now - entry.arrived > stale_s:
+                    if not self._has_room(demote):
+                        full = True  # every request left is stale (newest first)
+                        break
+                    counted = demote
                 dq.pop() if lifo else dq.popleft()
-                self._unqueue(entry)
+                del self._queued[entry.req.id]
+                tier.taken(entry)
                 req = entry.req
                 flight[req.id] = Flight(req, tier, now, counted)
                 if counted is not tier:

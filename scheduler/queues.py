@@ -16,7 +16,7 @@ from collections import deque
 
 from scheduler.config import TierConfig
 from scheduler.stats import TierBook
-from scheduler.types import Request
+from scheduler.types import QUEUE_TIMEOUT, Request
 
 SWEEP_MIN_DEAD = 64  # below this, dead entries are cheaper to skip than to sweep
 
@@ -63,6 +63,7 @@ class TierQueue(TierBook):
         "promote_s",
         "rank",
         "reduced_wait_s",
+        "stale_s",
         "threshold",
         "timeout_s",
         "wait_s",
@@ -93,6 +94,10 @@ class TierQueue(TierBook):
         # the lower tiers keep FIFO (their waits are bounded by min_share and the age bound).
         lifo_ms = admission.lifo_after_ms if rank == 0 else None
         self.lifo_s = None if lifo_ms is None else lifo_ms / 1000.0
+        # Every tier: a backlog older than this is stale, and the starvation bound's release
+        # from it takes the newest request (the oldest's client has most likely given up).
+        stale_ms = admission.lifo_after_ms
+        self.stale_s = None if stale_ms is None else stale_ms / 1000.0
         self.bounds = list(q.length_groups)
         self.wait_s = q.max_waiting_time_ms / 1000.0
         self.reduced_wait_s = self.wait_s
@@ -131,6 +136,13 @@ class TierQueue(TierBook):
         oldest = self.oldest()
         return oldest is not None and now - oldest.arrived > self.lifo_s
 
+    def stale(self, now: float) -> bool:
+        """The oldest queued request has waited over `lifo_after_ms` (any tier)."""
+        if self.stale_s is None or not self.depth:
+            return False
+        oldest = self.oldest()
+        return oldest is not None and now - oldest.arrived > self.stale_s
+
     def aged(self, now: float) -> Entry | None:
         """The oldest queued request if it has waited `promote_after_ms`, else None."""
         if self.promote_s is None or not self.depth:
@@ -140,6 +152,37 @@ class TierQueue(TierBook):
 
     def adaptive_active(self) -> bool:
         return self.threshold is not None and self.depth > self.threshold
+
+    def put(self, entry: Entry) -> None:
+        """Queue `entry` (arrival order within its length group)."""
+        self.groups[self.group_of(entry.req.prompt_tokens)].append(entry)
+        self.depth += 1
+        self.queued_tokens += entry.tokens
+
+    def taken(self, entry: Entry) -> None:
+        """`entry` left the queue (released or refused): the running sums follow."""
+        self.depth -= 1
+        self.queued_tokens -= entry.tokens
+
+    def pop_expired(self, now: float) -> list[Entry]:
+        """Remove and return the live requests that have waited `timeout_s` (the heads of
+        each group, dead ones dropped on the way), counting them as timed out."""
+        timeout = self.timeout_s
+        out: list[Entry] = []
+        if timeout is None:
+            return out
+        for dq in self.groups:
+            # Same expression as the wake-up time, so waking at it always finds the entry due.
+            while dq and (not dq[0].alive or dq[0].arrived + timeout <= now):
+                entry = dq.popleft()
+                if not entry.alive:
+                    self.dead -= 1
+                    continue
+                self.taken(entry)
+                out.append(entry)
+        if out:
+            self.rejections[QUEUE_TIMEOUT] = self.rejections.get(QUEUE_TIMEOUT, 0) + len(out)
+        return out
 
     def group_of(self, prompt_tokens: int) -> int:
         return bisect_left(self.bounds, prompt_tokens) if self.bounds else 0

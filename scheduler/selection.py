@@ -13,7 +13,11 @@ is held while a more urgent request awaits, `awaiting_upto`):
    the next more urgent tier (its room, its awaiting count, its engine priority), `aged_tier`;
 1. the starvation bound: a tier with queued requests whose share of the last `SHARE_WINDOW`
    released requests (`ShareWindow`) is under `admission.min_share` is owed; the
-   most urgent owed tier releases its oldest request, `owed_tier`;
+   most urgent owed tier releases one request, `owed_tier`: its oldest, or its newest while
+   its oldest has waited over `admission.lifo_after_ms` (a stale backlog's oldest client has
+   most likely given up). It goes to the engine as a request of the most urgent tier, so it
+   needs that tier's awaiting room (not its own, which the more urgent tiers may fill) and
+   counts there;
 2. else the most urgent ready tier releases a batch (up to `max_batch_size` requests and
    `max_tokens_per_batch` tokens), stopping early when another tier becomes owed,
    `chosen_tier`;
@@ -23,8 +27,10 @@ is held while a more urgent request awaits, `awaiting_upto`):
    only while the engine is saturated (slots free one by one and rules 1-2 pick who gets them).
 A tier that may not use the reserved slots is skipped while only those are left. Within a
 tier, oldest first; the most urgent tier newest first while its oldest has waited over
-`admission.lifo_after_ms` (adaptive LIFO), `release_order`. `next_wakeup` says when time alone
-changes a decision.
+`admission.lifo_after_ms` (adaptive LIFO), `release_order`; with the engine ordering by
+priority, its stale requests (waited over that bound) go as the next tier's, in that tier's
+room, `demoted_tier`, so the engine too serves the requests sent after them first.
+`next_wakeup` says when time alone changes a decision.
 """
 
 from __future__ import annotations
@@ -132,6 +138,24 @@ def chosen_tier(order: Sequence[TierQueue], now: float, has_room: HasRoom) -> Ti
         if fallback is None:
             fallback = tier
     return fallback
+
+
+def counted_tier(order: Sequence[TierQueue], tier: TierQueue) -> TierQueue:
+    """The tier in whose awaiting a release of `tier` counts, and whose engine priority it
+    carries: a tier with an age bound goes as the next more urgent one (`awaiting_upto`)."""
+    return order[tier.rank - 1] if tier.promote_s is not None else tier
+
+
+def demoted_tier(
+    order: Sequence[TierQueue], tier: TierQueue, engine_priority: bool
+) -> TierQueue | None:
+    """The tier a backed-up most urgent tier's stale requests (waited over `lifo_after_ms`)
+    go to the engine as: the next one, in its room, so that the requests sent after them
+    overtake them in the engine's priority queue as they do here. None when that does not
+    apply (another tier, a single tier, or an engine not ordering by priority)."""
+    if tier.rank or len(order) < 2 or not engine_priority:
+        return None
+    return order[1]
 
 
 def release_order(tier: TierQueue, lifo: bool) -> list[deque[Entry]]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import re
 import subprocess
 import sys
 import time
@@ -22,13 +23,14 @@ from typing import Any
 import httpx
 import pytest
 
-from gpu_agent.sim.testing import free_port
+from gpu_agent.sim.testing import free_port, run_sim_process
 from gpu_agent.testing import AgentProcess
 from scheduler import config_to_dict, default_config
 from tests.agent.agent_helpers import ALL_KEY, MODEL, ROOT, standalone_args, start_agent
 from tests.waiting import wait_answering
 
 SEED = config_to_dict(default_config())
+_TOKEN = re.compile(r'"content":\s*"[^"]')  # a token, not the simulator's empty role chunk
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +67,7 @@ async def one(client: httpx.AsyncClient, url: str, tier: str) -> tuple[int, floa
             return r.status_code, time.monotonic(), r.headers.get("retry-after")
         first: float | None = None
         async for line in r.aiter_lines():
-            if first is None and '"content":"' in line.replace(" ", ""):
+            if first is None and _TOKEN.search(line):
                 first = time.monotonic()
         assert first is not None
         return 200, first, None
@@ -139,3 +141,55 @@ async def test_the_sojourn_bound_answers_every_request_with_503_and_retry_after(
     assert len(served) + len(shed) == 40 and served and len(shed) >= 10, status
     assert all(retry is not None and int(retry) >= 1 for _, _, retry in shed)
     assert max(at for _, at, _ in shed) - started < 10  # shed at ~0.6 s, not left to hang
+
+
+async def test_the_minimum_share_serves_the_newest_of_a_stale_batch_backlog(
+    upstream: str, tmp_path: Path
+) -> None:
+    # 80 online at once (~6 s of work, one stream at a time) and 10 batch just after, then one
+    # more batch at 2 s. The default min_share (0.05 of the last releases) gives batch about
+    # one release in 20 while online floods; once batch's oldest has waited over
+    # lifo_after_ms, each takes its newest request (a client still waiting, where the oldest
+    # has most likely given up): the late one goes before most of the 10. Before, the share
+    # took the oldest: the late one was served last of them.
+    with gateway(tmp_path, upstream, {"max_in_flight": 1}) as agent:
+        async with client() as c:
+            flood = [asyncio.create_task(one(c, agent.url, "online")) for _ in range(80)]
+            await asyncio.sleep(0.05)
+            early = [asyncio.create_task(one(c, agent.url, "batch")) for _ in range(10)]
+            await asyncio.sleep(2.0)
+            late = await one(c, agent.url, "batch")
+            done = await asyncio.gather(*flood, *early)
+    assert late[0] == 200 and all(status == 200 for status, _, _ in done)
+    after = sum(1 for _, at, _ in done[80:] if at > late[1])
+    assert after >= 5, f"only {after} of the 10 older batch requests were served after the late one"
+    online_after = sum(1 for _, at, _ in done[:80] if at > late[1])
+    assert online_after >= 20, (
+        f"the late batch request waited out the online flood ({online_after})"
+    )
+
+
+async def test_a_backlog_sent_on_as_the_next_tier_lets_a_new_request_overtake_it_in_the_engine(
+    tmp_path: Path,
+) -> None:
+    # The simulator, one sequence at a time, priority policy, ~65 ms a request: 60 online at
+    # once (~4 s of work), then one more after 2 s. From 1 s on the backlog is stale (waited
+    # over lifo_after_ms): its releases go to the engine as batch requests, so the new one,
+    # sent as online, overtakes the 6 waiting in the engine's queue. Before, it also waited
+    # behind them (vLLM's queue is FIFO within a priority): 6 or more older ones first.
+    args = ("--max-num-seqs", "1", "--scheduling-policy", "priority",
+            "--sim-decode-s-per-seq", "0.02")  # fmt: skip
+    with (
+        run_sim_process(MODEL, args) as sim,
+        gateway(tmp_path, sim, {"max_awaiting_first_token": 6}) as agent,
+    ):
+        await asyncio.sleep(1.2)  # the agent learns the model list on its first tick
+        async with client() as c:
+            burst = [asyncio.create_task(one(c, agent.url, "online")) for _ in range(60)]
+            await asyncio.sleep(2.0)
+            sent = time.monotonic()
+            late = await one(c, agent.url, "online")
+            done = await asyncio.gather(*burst)
+    assert late[0] == 200 and all(status == 200 for status, _, _ in done)
+    ahead = sum(1 for _, at, _ in done if sent < at < late[1])
+    assert ahead <= 3, f"{ahead} older requests got their first token while the new one waited"

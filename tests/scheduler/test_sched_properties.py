@@ -204,6 +204,44 @@ class Model:
             return False  # adaptive LIFO serves the most urgent tier only
         return lifo is not None and bool(pending) and now - pending[0].arrived > lifo / 1000.0
 
+    def stale(self, tier: str, pending: list[Queued], now: float) -> bool:
+        """The tier's oldest has waited over lifo_after_ms (any tier)."""
+        lifo = self.config.scheduler.admission.lifo_after_ms
+        return lifo is not None and bool(pending) and now - pending[0].arrived > lifo / 1000.0
+
+    def demoted(self, q: Queued, pending: list[Queued], now: float) -> str | None:
+        """The tier a stale request of a backed-up most urgent tier goes as (the next one),
+        when the engine orders by priority; else None."""
+        urgency = self.config.tiers_by_urgency()
+        lifo = self.config.scheduler.admission.lifo_after_ms
+        if (
+            q.tier != urgency[0]
+            or len(urgency) < 2
+            or not self.config.scheduler.admission.pass_priority
+            or lifo is None
+            or not self.backed_up(q.tier, pending, now)
+        ):
+            return None
+        return urgency[1] if now - q.arrived > lifo / 1000.0 else None
+
+    def can_go(self, tier: str, in_flight: int, pending: list[Queued], now: float) -> bool:
+        """May `tier`'s next request (newest while backed up) take a slot now?"""
+        if pending and self.backed_up(tier, pending, now):
+            newest = max(pending, key=lambda q: q.seq)
+            down = self.demoted(newest, pending, now)
+            if down is not None:
+                return self.eligible(down, in_flight)
+        return self.eligible(tier, in_flight)
+
+    def share_eligible(self, tier: str, in_flight: int) -> bool:
+        """Room for a starvation-bound release: the most urgent tier's slots (reserved ones
+        included) and awaiting room (it goes to the engine as that tier's request)."""
+        admission = self.config.scheduler.admission
+        assert admission.max_in_flight is not None
+        most_urgent = self.config.tiers_by_urgency()[0]
+        free = in_flight < admission.max_in_flight
+        return free and self.awaiting_upto(most_urgent) < self.urgent_limit
+
     def owed(self, in_flight: int, pending: dict[str, list[Queued]]) -> list[str]:
         """Tiers owed their minimum share now, most urgent first."""
         share = self.config.scheduler.admission.min_share
@@ -214,7 +252,7 @@ class Model:
             for t in self.config.tiers_by_urgency()
             if pending[t]
             and self.window.count(t) < share * len(self.window)
-            and self.eligible(t, in_flight)
+            and self.share_eligible(t, in_flight)
         ]
 
     def awaiting(self) -> int:
@@ -268,26 +306,39 @@ def check_poll(d: Dispatcher, m: Model, now: float) -> None:
         owed = m.owed(in_flight, pending)
         group = m.group(q.tier, q.prompt)
         same_group = [o for o in pending[q.tier] if m.group(o.tier, o.prompt) == group]
-        if r.id in promoted:  # the age bound first, then the starvation bound; oldest first
+        counted = m.step_up(q.tier) if queues[q.tier].promote_after_ms is not None else q.tier
+        if r.id in promoted:  # the age bound first, then the starvation bound
             if aged is not None:
                 assert q is aged, f"{r.id} promoted while {aged} is the oldest past its age"
+                assert q.seq == pending[q.tier][0].seq
+                assert m.eligible(m.step_up(q.tier), in_flight)
             else:
                 assert r.id in result.promoted
                 assert owed and q.tier == owed[0], f"{r.id} promoted while {owed} owed"
-            assert q.seq == pending[q.tier][0].seq
-            assert m.eligible(m.step_up(q.tier) if aged is not None else q.tier, in_flight)
+                # Oldest first; newest first from a stale backlog (a client still waiting).
+                stale = m.stale(q.tier, pending[q.tier], now)
+                assert q.seq == (pending[q.tier][-1] if stale else pending[q.tier][0]).seq
+                assert m.share_eligible(q.tier, in_flight)
+                counted = urgency[0]  # sent and counted as the most urgent tier's
         else:
             assert aged is None, f"{aged} past its age bound passed over by {r.id}"
-            assert m.eligible(q.tier, in_flight), "reserved slots stay free for the most urgent"
+            down = m.demoted(q, pending[q.tier], now)
+            if down is not None:  # a stale request of a backed-up most urgent tier
+                counted = down
+            assert m.eligible(counted if down else q.tier, in_flight), (
+                "reserved slots stay free for the most urgent"
+            )
             assert set(owed) <= {q.tier}, f"owed tiers {owed} passed over by {q.tier}"
             # A more urgent tier held for its age bound (it may not take the slot now,
             # `eligible`) is passed over; one that may take it is not.
             more_urgent = urgency[: rank[q.tier]]
             if q.tier not in ready_before:  # work conservation: only if nothing more urgent
-                assert not any(pending[u] and m.eligible(u, in_flight) for u in more_urgent)
-            assert not any(m.ready(u, now) and m.eligible(u, in_flight) for u in more_urgent), (
-                f"ready tier passed over by {q.tier}"
-            )
+                assert not any(
+                    pending[u] and m.can_go(u, in_flight, pending[u], now) for u in more_urgent
+                )
+            assert not any(
+                m.ready(u, now) and m.can_go(u, in_flight, pending[u], now) for u in more_urgent
+            ), f"ready tier passed over by {q.tier}"
             if m.backed_up(q.tier, pending[q.tier], now):  # newest first, per length group
                 assert q.seq == max(o.seq for o in same_group)
                 if q.tier not in {x.tier for x, _ in released}:
@@ -301,12 +352,11 @@ def check_poll(d: Dispatcher, m: Model, now: float) -> None:
         del m.queued[r.id]
         released.append((q, r.id in promoted))
         m.flight[r.id] = True
-        if queues[q.tier].promote_after_ms is not None:  # sent and counted one tier up
-            assert result.sent_as[r.id] == m.step_up(q.tier)
-            m.flight_tier[r.id] = m.step_up(q.tier)
+        if counted != q.tier:  # sent and counted as another tier's request
+            assert result.sent_as[r.id] == counted
         else:
             assert r.id not in result.sent_as
-            m.flight_tier[r.id] = q.tier
+        m.flight_tier[r.id] = counted
         m.outcome[r.id] = "released"
     if result.released:  # a lower cap from reconfigure holds releases until under it
         assert len(m.flight) <= admission.max_in_flight
@@ -314,9 +364,10 @@ def check_poll(d: Dispatcher, m: Model, now: float) -> None:
             assert m.awaiting() <= limit
     # Work conservation: a request is left waiting only when no slot is free for its tier.
     if m.queued and len(m.flight) < admission.max_in_flight:
-        for q in m.queued.values():
-            assert not m.eligible(q.tier, len(m.flight)), f"{q.tier} waits beside a free slot"
         left = {t: sorted(m.pending(t), key=lambda q: q.seq) for t in queues}
+        for q in m.queued.values():
+            free = m.can_go(q.tier, len(m.flight), left[q.tier], now)
+            assert not free, f"{q.tier} waits beside a free slot"
         assert m.aged(len(m.flight), left, now) is None, "a request past its age bound waits"
     held = any(queues[t].promote_after_ms is not None for t in queues) and admission.pass_priority
     for tier in queues:
