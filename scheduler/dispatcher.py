@@ -226,11 +226,13 @@ class Dispatcher:
                 continue
             owed = self._owed_tier()
             if owed is not None:
-                # Sent with the most urgent tier's engine priority, so counted as its request
-                # (`_share_room`); newest first from a stale backlog (a live client).
-                urgent = self._order[0]
+                # While a more urgent tier waits, sent with the most urgent tier's engine
+                # priority and counted as its request (`_share_room`); with none ahead, as its
+                # own. Newest first from a stale backlog (a live client).
+                ahead = any(t.depth for t in self._order[: owed.rank])
+                counted = self._order[0] if ahead else counted_tier(self._order, owed)
                 lifo = owed.stale(now)
-                self._release(owed, 1, now, released, sent_as, lifo=lifo, counted=urgent)
+                self._release(owed, 1, now, released, sent_as, lifo=lifo, counted=counted)
                 promoted.append(released[-1].id)
                 continue
             chosen = chosen_tier(self._order, now, self._has_room)

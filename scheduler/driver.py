@@ -202,8 +202,8 @@ class AsyncDispatcher:
                 # The waiter was cancelled an instant ago: hand the slot straight back.
                 freed = self.dispatcher.cancel(req.id, now) or freed
             else:
-                up = bool(promoted) and req.id in promoted
-                as_tier = urgent if up else sent_as.get(req.id) if sent_as else None
+                as_tier = sent_as.get(req.id) if sent_as else None
+                up = as_tier == urgent and bool(promoted) and req.id in promoted
                 fut.set_result(Ticket(self, req, up, as_tier))
         for req, rejection in result.rejected:
             fut = self._waiters.pop(req.id, None)
