@@ -146,7 +146,7 @@ async def _sweep(args: argparse.Namespace) -> dict[str, Any]:
             report["capacity_rps"] = capacity
             print(f"{args.engine}: capacity (direct, closed loop) {capacity:.1f} req/s", flush=True)
             await _open_loop(session, [gw, dr], capacity / 4, 1.0)  # warm-up
-            for factor in STEPS:
+            for factor in args.steps:
                 rate = factor * capacity
                 r = await _open_loop(session, [gw, dr], rate, args.duration, body=body)
                 g, d = r[gw], r[dr]
@@ -343,12 +343,28 @@ async def _overload(args: argparse.Namespace) -> dict[str, Any]:
     return report
 
 
+def _factors(text: str) -> tuple[float, ...]:
+    try:
+        factors = tuple(float(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a list of numbers: {text!r}") from None
+    if not factors or any(f <= 0 for f in factors):
+        raise argparse.ArgumentTypeError(f"each step must be above 0: {text!r}")
+    return factors
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="part", required=True)
     sw = sub.add_parser("sweep")
     sw.add_argument("--engine", choices=("fast", "sim"), default="fast")
     sw.add_argument("--duration", type=float, default=5.0)
+    sw.add_argument(
+        "--steps",
+        type=_factors,
+        default=STEPS,
+        help="offered load per step, as fractions of the capacity (default 0.25,0.5,0.75,1,1.5,2)",
+    )
     ov = sub.add_parser("overload")
     ov.add_argument("--overload-s", type=float, default=60.0)
     ov.add_argument("--time-scale", type=float, default=4.0, help="simulator wall s per model s")
