@@ -133,30 +133,30 @@ def test_the_share_may_take_a_reserved_slot() -> None:
     assert "b0" in served
 
 
-def test_the_share_of_a_tier_with_nothing_ahead_goes_as_its_own() -> None:
-    # Online filled the share window; then a lone offline request arrives with nothing more
-    # urgent waiting. It is owed its share, but passes no one: it keeps its own tier (its own
-    # engine priority), where before it was sent as an online request.
-    d = Dispatcher(make_config(admission={"min_share": 0.05}))
-    now = 0.0
-    for i in range(30):
+def _serve_online(d: Dispatcher, count: int, now: float) -> float:
+    """`count` online requests one after another, each served at once; the clock after."""
+    for i in range(count):
         d.arrive(req(f"on{i}"), now)
         for r in d.poll(now).released:
             d.first_token(r.id, now)
             d.complete(r.id, now)
         now += 0.05
+    return now
+
+
+def test_the_share_of_a_tier_with_nothing_ahead_goes_as_its_own() -> None:
+    # Online filled the share window; then a lone offline request arrives with nothing more
+    # urgent waiting. It is owed its share, but passes no one: it keeps its own tier (its own
+    # engine priority), where before it was sent as an online request.
+    d = Dispatcher(make_config(admission={"min_share": 0.05}))
+    now = _serve_online(d, 30, 0.0)
     d.arrive(req("off", "offline"), now)
     result = d.poll(now)
     assert ids(result.released) == ["off"]
     assert result.sent_as == {}
     # With an online request queued ahead of it, the share does send it as online's.
     d2 = Dispatcher(make_config(admission={"max_in_flight": 1, "min_share": 0.05}))
-    for i in range(30):
-        d2.arrive(req(f"on{i}"), now)
-        for r in d2.poll(now).released:
-            d2.first_token(r.id, now)
-            d2.complete(r.id, now)
-        now += 0.05
+    now = _serve_online(d2, 30, now)
     d2.arrive(req("busy"), now)
     d2.poll(now)  # takes the one slot
     d2.arrive(req("on-late"), now)
