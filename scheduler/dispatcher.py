@@ -43,6 +43,7 @@ from scheduler.selection import (
     next_wakeup,
     owed_tier,
     release_order,
+    share_counted,
 )
 from scheduler.stats import retry_after_s, scheduler_stats
 from scheduler.types import (
@@ -218,6 +219,7 @@ class Dispatcher:
         if self.engine_priority and self._order and self.limiter.adaptive:
             extra = self._urgent_allowance(now)
             self._urgent_limit = max(self._limit, min(self.max_in_flight, self._limit + extra))
+        stuck: set[TierQueue] = set()  # tiers whose release found nothing it may send now
         while self._queued and len(flight) < self.max_in_flight:
             aged = aged_tier(self._order, now, self._has_room)
             if aged is not None:
@@ -226,16 +228,17 @@ class Dispatcher:
                 continue
             owed = self._owed_tier()
             if owed is not None:
-                # While a more urgent tier waits, sent with the most urgent tier's engine
-                # priority and counted as its request (`_share_room`); with none ahead, as its
-                # own. Newest first from a stale backlog (a live client).
-                ahead = any(t.depth for t in self._order[: owed.rank])
-                counted = self._order[0] if ahead else counted_tier(self._order, owed)
+                # Counted as `share_counted` says (room: `_share_room`); newest first from a
+                # stale backlog (a live client).
+                counted = share_counted(self._order, owed)
                 lifo = owed.stale(now)
                 self._release(owed, 1, now, released, sent_as, lifo=lifo, counted=counted)
                 promoted.append(released[-1].id)
                 continue
-            chosen = chosen_tier(self._order, now, self._has_room)
+            has_room = (
+                self._has_room if not stuck else lambda t: t not in stuck and self._has_room(t)
+            )
+            chosen = chosen_tier(self._order, now, has_room)
             if chosen is None:
                 break  # only reserved slots are left and only less urgent tiers wait
             cap = self.max_in_flight - (self.reserved if chosen.rank else 0)
@@ -248,7 +251,9 @@ class Dispatcher:
             before = len(released)
             self._release(chosen, room, now, released, sent_as, lifo=chosen.backed_up(now))
             if len(released) == before:
-                break  # only stale requests of the most urgent tier, and no room one tier down
+                # Only stale requests of the most urgent tier, and no room one tier down: the
+                # slot goes to the next tier that may take it (work conservation).
+                stuck.add(chosen)
         if self._queued and len(flight) < self.max_in_flight:
             self.limiter.held_back()  # something waits and only the awaiting limit stops it
         return PollResult(
@@ -364,8 +369,10 @@ class Dispatcher:
                     longest = req.prompt_tokens
             if full or taken >= room:
                 break
+        if not taken:
+            return  # nothing it may send now: not a release (no record, no drain rate)
         tier.in_flight += taken
-        padding = 0.0 if longest == 0 else 1.0 - prompt_sum / (taken * longest)
+        padding = 1.0 - prompt_sum / (taken * longest) if longest else 0.0
         tier.record_release(now, taken, padding)
         self._recent.append((tier.name, now, taken, tokens, padding))
 

@@ -15,9 +15,10 @@ is held while a more urgent request awaits, `awaiting_upto`):
    released requests (`ShareWindow`) is under `admission.min_share` is owed; the
    most urgent owed tier releases one request, `owed_tier`: its oldest, or its newest while
    its oldest has waited over `admission.lifo_after_ms` (a stale backlog's oldest client has
-   most likely given up). It goes to the engine as a request of the most urgent tier, so it
-   needs that tier's awaiting room (not its own, which the more urgent tiers may fill) and
-   counts there;
+   most likely given up). While a more urgent tier has requests waiting, it goes to the
+   engine as a request of the most urgent tier, so it needs that tier's awaiting room (not its
+   own, which the more urgent tiers may fill) and counts there; with none ahead it passes no
+   one and goes as its own tier, `share_counted`;
 2. else the most urgent ready tier releases a batch (up to `max_batch_size` requests and
    `max_tokens_per_batch` tokens), stopping early when another tier becomes owed,
    `chosen_tier`;
@@ -144,6 +145,16 @@ def counted_tier(order: Sequence[TierQueue], tier: TierQueue) -> TierQueue:
     """The tier in whose awaiting a release of `tier` counts, and whose engine priority it
     carries: a tier with an age bound goes as the next more urgent one (`awaiting_upto`)."""
     return order[tier.rank - 1] if tier.promote_s is not None else tier
+
+
+def share_counted(order: Sequence[TierQueue], tier: TierQueue) -> TierQueue:
+    """The tier a starvation-bound release of `tier` counts in and goes to the engine as: the
+    most urgent one while a more urgent tier has requests waiting (the release passes them,
+    and the engine's priority queue must not starve it again behind them), else its own
+    (`counted_tier`)."""
+    if any(t.depth for t in order[: tier.rank]):
+        return order[0]
+    return counted_tier(order, tier)
 
 
 def demoted_tier(

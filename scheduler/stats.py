@@ -75,6 +75,8 @@ def retry_after_s(tier: TierBook, now: float) -> float:
     if not drain:
         return DEFAULT_RETRY_AFTER_S
     released = sum(size for _, size in drain)
+    if not released:
+        return DEFAULT_RETRY_AFTER_S
     rate = released / max(now - drain[0][0], 1.0)
     return min(MAX_RETRY_AFTER_S, max(MIN_RETRY_AFTER_S, tier.depth / rate))
 
