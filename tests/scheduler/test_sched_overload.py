@@ -166,3 +166,25 @@ def test_the_share_of_a_tier_with_nothing_ahead_goes_as_its_own() -> None:
     result = d2.poll(now)
     assert ids(result.released) == ["off2"]
     assert result.sent_as == {"off2": "online"} and result.promoted == ["off2"]
+
+
+def test_a_stale_backlog_that_may_not_go_leaves_the_slot_to_the_next_tier() -> None:
+    # Online's oldest is stale (its backlog goes as batch's), but batch, with an age bound, is
+    # held while its own aged request awaits as online's. The free slot must not stay idle
+    # while offline waits: before, the poll ended there (found by the property test).
+    config = make_config(
+        {"batch": {"promote_after_ms": 5}},
+        admission={"max_in_flight": 2, "max_awaiting_first_token": 2, "lifo_after_ms": 10,
+                   "min_share": 0},
+    )  # fmt: skip
+    d = Dispatcher(config)
+    d.arrive(req("b1", "batch"), 0.0)
+    assert ids(d.poll(0.0).released) == ["b1"]
+    d.arrive(req("on-x"), 0.0)
+    assert ids(d.poll(0.0).released) == ["on-x"]
+    d.arrive(req("on0"), 0.0)
+    d.arrive(req("off0", "offline"), 0.0)
+    assert d.poll(0.0).released == []
+    d.first_token("on-x", 1.0)
+    d.complete("on-x", 1.0)
+    assert ids(d.poll(1.0).released) == ["off0"]
