@@ -173,8 +173,11 @@ class Agent:
     def _engine_figures(self, engine: dict[str, Any]) -> None:
         # The engine's own queue length feeds the adaptive awaiting-first-token limit.
         waiting = engine.get("waiting")
+        running = engine.get("running")
         if isinstance(waiting, int):
-            self.driver.engine_waiting(waiting)
+            self.driver.engine_waiting(
+                waiting, running=running if isinstance(running, int) else None
+            )
 
     @property
     def default_max_in_flight(self) -> int:
@@ -341,6 +344,8 @@ class Agent:
             "max_in_flight": stats.max_in_flight,
             "awaiting_limit": stats.max_awaiting_first_token,
             "awaiting_limit_adaptive": stats.awaiting_limit_adaptive,
+            # Slots the less urgent tiers leave to the most urgent now (scheduler/reserve.py).
+            "reserved_slots": stats.reserved_slots,
             "engine": {
                 **self.engine_info(),
                 "pid": self.supervisor.pid if self.supervisor else None,

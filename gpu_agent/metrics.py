@@ -223,7 +223,13 @@ class AgentCollector(Collector):
             "unless admission.max_awaiting_first_token is set).",
         )
         awaiting_limit.add_metric([], stats.max_awaiting_first_token)
-        yield from (depth, in_flight, awaiting, wait, padding, limit, awaiting_limit)
+        reserved = GaugeMetricFamily(
+            "tiergate_reserved_slots",
+            "Slots the less urgent tiers leave to the most urgent one now (admission."
+            "reserved_slots, or more while the recovery reserve holds after an overload).",
+        )
+        reserved.add_metric([], stats.reserved_slots)
+        yield from (depth, in_flight, awaiting, wait, padding, limit, awaiting_limit, reserved)
 
     def _config(self) -> Iterator[Metric]:
         version = GaugeMetricFamily(

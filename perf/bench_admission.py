@@ -265,7 +265,7 @@ async def _overload(args: argparse.Namespace) -> dict[str, Any]:
         # An experiment beside the seed's defaults (e.g. '{"max_in_flight": 16,
         # "reserved_slots": 4}'): the figures are then not the seed's.
         tiers["scheduler"].setdefault("admission", {}).update(json.loads(args.admission))
-    report: dict[str, Any] = {"tier_config": tiers}
+    report: dict[str, Any] = {"tier_config": tiers, "overload_s": args.overload_s}
     with _stack("sim", 16, tiers, args.time_scale) as (gateway, direct, pids, engine):
         connector = aiohttp.TCPConnector(limit=0)
         async with aiohttp.ClientSession(connector=connector, auto_decompress=False) as session:
@@ -332,6 +332,7 @@ async def _overload(args: argparse.Namespace) -> dict[str, Any]:
             for tier in TIERS
         }  # fmt: skip
         report[name] = {
+            "target": url,  # the URL of this path's requests in "requests"
             "online_baseline_p50_ms": None if base_p50 is None else base_p50 * 1000,
             "online_p50_ms_per_second_after": [None if p is None else p * 1000 for p in per_s],
             "seconds_until_back": back_at,

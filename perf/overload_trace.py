@@ -41,6 +41,8 @@ async def _gateway(session: Any, url: str, token: str) -> dict[str, Any]:
         "in_flight": {name: t["in_flight"] for name, t in tiers.items()},
         "released": {name: t["released"] for name, t in tiers.items()},
         "awaiting_limit": status.get("awaiting_limit"),
+        # Slots the less urgent tiers leave to online now (the recovery reserve while it holds).
+        "reserved_slots": status.get("reserved_slots"),
     }
 
 

@@ -30,7 +30,7 @@ Dispatcher (scheduler.dispatcher), times are float seconds from a monotonic cloc
                               sent_as: dict[str, str])     # id -> tier whose priority it takes
         # work-conserving: while a slot is free nothing waits (docs/admission.md)
     d.first_token(req_id, now, *, timed=True) -> None   # timed: a latency sample for the limit
-    d.engine_waiting(count, now) -> None      # the engine's num_requests_waiting, when known
+    d.engine_waiting(count, now, *, running=None) -> None  # num_requests_waiting / _running
     d.max_awaiting -> int                     # the awaiting limit in force (scheduler.limiter)
     d.complete(req_id, now) -> bool           # frees the slot; False if not in flight
     d.cancel(req_id, now) -> bool             # queued: leaves the queue; in flight: frees the slot
@@ -46,7 +46,7 @@ Asyncio driver (scheduler.driver), for the gateway::
     ticket.first_token(timed=True); ticket.release()    # release is idempotent
     ticket.promoted                           # released by the starvation bound
     ticket.sent_as                            # the tier whose engine priority it carries, or None
-    drv.engine_waiting(count)                 # from the agent's /metrics scrape
+    drv.engine_waiting(count, *, running=None)  # from the agent's /metrics scrape
     async with ticket: ...                    # releases on exit
     drv.reconfigure(config); drv.stats(); drv.start(); await drv.aclose()
 

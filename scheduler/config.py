@@ -81,6 +81,10 @@ DEFAULT_MIN_SHARE = 0.05
 # unless its queue sets its own `queue_timeout_ms`.
 DEFAULT_LIFO_AFTER_MS = 1000
 DEFAULT_SHED_AFTER_MS = 30000
+# Recovery (scheduler/reserve.py): for this long after the most urgent tier was backed up, the
+# less urgent tiers leave this share of the engine's sequences to it.
+DEFAULT_RECOVERY_RESERVE = 0.5
+DEFAULT_RECOVERY_HOLD_MS = 10000
 Share = Annotated[StrictInt | StrictFloat, Field(allow_inf_nan=False)]
 
 
@@ -96,6 +100,9 @@ class AdmissionConfig(_Strict):
     min_share: Share = DEFAULT_MIN_SHARE
     lifo_after_ms: PositiveMs | None = DEFAULT_LIFO_AFTER_MS  # None: FIFO always
     shed_after_ms: PositiveMs | None = DEFAULT_SHED_AFTER_MS  # None: no default sojourn bound
+    # Range checked in _cross_field_errors ([0, 1)); 0 or a null hold: no recovery reserve.
+    recovery_reserve: Share = DEFAULT_RECOVERY_RESERVE
+    recovery_hold_ms: PositiveMs | None = DEFAULT_RECOVERY_HOLD_MS
 
 
 class SchedulerConfig(_Strict):
@@ -199,6 +206,9 @@ def _cross_field_errors(
                     f"must be below max_in_flight ({cap})",
                 )
             )
+        reserve = admission.get("recovery_reserve", DEFAULT_RECOVERY_RESERVE)
+        if _is_number(reserve) and math.isfinite(reserve) and not 0 <= reserve < 1:
+            errors.append(FieldError("scheduler.admission.recovery_reserve", "must be in [0, 1)"))
         share = admission.get("min_share", DEFAULT_MIN_SHARE)
         if _is_number(share) and math.isfinite(share):
             others = max(1, len(queues) - 1)

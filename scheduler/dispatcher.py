@@ -32,6 +32,7 @@ from collections import deque
 from scheduler.config import DEFAULT_MAX_IN_FLIGHT, TierConfig
 from scheduler.limiter import AwaitingLimit
 from scheduler.queues import SWEEP_MIN_DEAD, Entry, Flight, TierQueue
+from scheduler.reserve import RecoveryReserve
 from scheduler.selection import SHARE_WINDOW as SHARE_WINDOW  # re-exported for the tests
 from scheduler.selection import (
     ShareWindow,
@@ -74,6 +75,8 @@ class Dispatcher:
         self._limit = 1  # the awaiting limit of the poll in progress
         self._urgent_limit = 1  # the most urgent tier's (see `_limit_for`)
         self.limiter = AwaitingLimit(None, self._default_max_in_flight)
+        self.recovery = RecoveryReserve(0.0, None)
+        self._recovery_cap: int | None = None  # in-flight cap of the less urgent tiers, if any
         self._apply(config)
 
     # -- configuration --------------------------------------------------------------------
@@ -86,6 +89,10 @@ class Dispatcher:
         self.limiter.fixed = admission.max_awaiting_first_token
         self.limiter.set_ceiling(self.max_in_flight)
         self.reserved = min(admission.reserved_slots, self.max_in_flight - 1)
+        hold = admission.recovery_hold_ms
+        self.recovery.configure(
+            float(admission.recovery_reserve), None if hold is None else hold / 1000.0
+        )
         self.min_share = float(admission.min_share)
         # vLLM's priority queue orders what waits inside the engine: a less urgent request
         # awaiting its first token there does not delay a more urgent one, so it does not count
@@ -113,6 +120,7 @@ class Dispatcher:
         del now  # decisions under the new config happen at the next poll
         if default_max_in_flight is not None:
             self._default_max_in_flight = default_max_in_flight
+            self.recovery.forget_engine()
         self._apply(config)
         fallback = self._order[-1]
         entries = sorted(self._queued.values(), key=lambda e: e.seq)
@@ -158,9 +166,16 @@ class Dispatcher:
             if timed:
                 self.limiter.sample(now - flight.released_at, now, flight.tier.name)
 
-    def engine_waiting(self, count: int, now: float) -> None:
-        """The engine's own waiting-queue length (vLLM's `num_requests_waiting`), when known."""
+    def engine_waiting(self, count: int, now: float, *, running: int | None = None) -> None:
+        """The engine's own waiting-queue length (vLLM's `num_requests_waiting`), when known,
+        and its running count (`num_requests_running`): together they show its sequence limit
+        (scheduler/reserve.py)."""
         self.limiter.engine_waiting(count, now)
+        if running is not None:
+            self.recovery.engine_reading(running, count)
+            if count > 0 and running > 0 and self._order and self._order[0].awaiting:
+                # Every sequence taken and a most urgent request waiting for one.
+                self.recovery.waited_in_engine(now, self.max_in_flight)
 
     @property
     def most_urgent(self) -> str:
@@ -214,6 +229,9 @@ class Dispatcher:
             if tier.timeout_s is not None and tier.depth:
                 self._expire(tier, now, rejected)
         flight = self._flight
+        if self._order and self._order[0].backed_up(now):
+            self.recovery.backed_up(now)
+        self._recovery_cap = self.recovery.lower_cap(self.max_in_flight, now)
         self._limit = self.limiter.value
         self._urgent_limit = self._limit
         if self.engine_priority and self._order and self.limiter.adaptive:
@@ -241,9 +259,9 @@ class Dispatcher:
             chosen = chosen_tier(self._order, now, has_room)
             if chosen is None:
                 break  # only reserved slots are left and only less urgent tiers wait
-            cap = self.max_in_flight - (self.reserved if chosen.rank else 0)
+            cap = self._cap(chosen)
             awaiting_room = self._limit_for(chosen) - self._awaiting_upto(chosen)
-            room = min(cap - len(flight), awaiting_room, chosen.max_batch)
+            room = min(cap - len(flight), self._lower_room(chosen), awaiting_room, chosen.max_batch)
             if chosen.promote_s is not None and self.engine_priority:
                 # Its first release counts one tier up, which holds the rest of it
                 # (selection.awaiting_upto): one at a time, as the rule says.
@@ -254,15 +272,31 @@ class Dispatcher:
                 # Only stale requests of the most urgent tier, and no room one tier down: the
                 # slot goes to the next tier that may take it (work conservation).
                 stuck.add(chosen)
-        if self._queued and len(flight) < self.max_in_flight:
+        if any(t.depth and len(flight) < self._cap(t) and self._lower_room(t) for t in self._order):
             self.limiter.held_back()  # something waits and only the awaiting limit stops it
         return PollResult(
             released, rejected, next_wakeup(self._order, now), promoted, aged_ids, sent_as
         )
 
+    def _cap(self, tier: TierQueue) -> int:
+        """The in-flight count under which `tier` may take a slot: the less urgent tiers leave
+        the last `reserved_slots` to the most urgent."""
+        return self.max_in_flight - self.reserved if tier.rank else self.max_in_flight
+
+    def _lower_room(self, tier: TierQueue) -> int:
+        """Slots a less urgent `tier` may still take while the recovery reserve holds: under
+        its cap on the in-flight count (scheduler/reserve.py)."""
+        cap = self._recovery_cap
+        if not tier.rank or cap is None:
+            return self.max_in_flight
+        return max(0, cap - len(self._flight))
+
     def _has_room(self, tier: TierQueue) -> bool:
-        cap = self.max_in_flight - (self.reserved if tier.rank else 0)
-        return len(self._flight) < cap and self._awaiting_upto(tier) < self._limit_for(tier)
+        return (
+            len(self._flight) < self._cap(tier)
+            and self._lower_room(tier) > 0
+            and self._awaiting_upto(tier) < self._limit_for(tier)
+        )
 
     def _limit_for(self, tier: TierQueue) -> int:
         """The awaiting limit of `tier`'s release. The most urgent tier, in an engine ordering
@@ -283,12 +317,19 @@ class Dispatcher:
     def _awaiting_upto(self, tier: TierQueue) -> int:
         return awaiting_upto(self._order, tier, self._awaiting, self.engine_priority)
 
+    def _reserved_now(self) -> int:
+        """Slots the less urgent tiers leave to the most urgent (as of the last poll)."""
+        cap = self._recovery_cap
+        return self.reserved if cap is None else max(self.reserved, self.max_in_flight - cap)
+
     def _share_room(self, tier: TierQueue) -> bool:
         """Room for a starvation-bound release of `tier`: the most urgent tier's, as whose
         request the engine sees it (its awaiting room, and the reserved slots too: else a
         most urgent tier that fills every other slot would starve the rest again)."""
         urgent = self._order[0]
         free = len(self._flight) < self.max_in_flight
+        if not any(t.depth for t in self._order[: tier.rank]) and not self._lower_room(tier):
+            return False  # it goes as its own tier's (share_counted): the recovery reserve holds
         return free and self._awaiting_upto(urgent) < self._limit_for(urgent)
 
     def _owed_tier(self, besides: TierQueue | None = None) -> TierQueue | None:
@@ -413,7 +454,7 @@ class Dispatcher:
             awaiting=self._awaiting,
             max_in_flight=self.max_in_flight,
             max_awaiting=self.max_awaiting,
-            reserved=self.reserved,
+            reserved=self._reserved_now(),
             recent=list(self._recent),
             shares=self._shares.counts,
             limiter=self.limiter,

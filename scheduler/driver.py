@@ -158,10 +158,11 @@ class AsyncDispatcher:
     def stats(self) -> SchedulerStats:
         return self.dispatcher.stats(self._clock())
 
-    def engine_waiting(self, count: int) -> None:
+    def engine_waiting(self, count: int, *, running: int | None = None) -> None:
         """The engine's waiting-queue length from its /metrics (vLLM's num_requests_waiting):
-        feeds the adaptive awaiting-first-token limit."""
-        self.dispatcher.engine_waiting(count, self._clock())
+        feeds the adaptive awaiting-first-token limit; with its running count, the recovery
+        reserve's view of the engine's sequence limit."""
+        self.dispatcher.engine_waiting(count, self._clock(), running=running)
         self._schedule_pump()
 
     @property

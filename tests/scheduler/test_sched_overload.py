@@ -175,7 +175,7 @@ def test_a_stale_backlog_that_may_not_go_leaves_the_slot_to_the_next_tier() -> N
     config = make_config(
         {"batch": {"promote_after_ms": 5}},
         admission={"max_in_flight": 2, "max_awaiting_first_token": 2, "lifo_after_ms": 10,
-                   "min_share": 0},
+                   "min_share": 0, "recovery_reserve": 0},
     )  # fmt: skip
     d = Dispatcher(config)
     d.arrive(req("b1", "batch"), 0.0)

@@ -7,6 +7,7 @@ dispatcher can be checked against it.
 
 from __future__ import annotations
 
+import math
 import os
 from collections import deque
 from dataclasses import dataclass, field
@@ -17,6 +18,7 @@ from hypothesis import strategies as st
 
 from scheduler import QUEUE_FULL, QUEUE_TIMEOUT, Dispatcher, Request, TierConfig, parse_config
 from scheduler.dispatcher import SHARE_WINDOW
+from scheduler.reserve import EXTEND_HOLDS, RAMP_S
 
 NAMES = ("a", "b", "c")
 
@@ -48,6 +50,13 @@ def configs(draw: st.DrawFn) -> TierConfig:
     if draw(st.booleans()):  # else adapted by the limiter
         admission["max_awaiting_first_token"] = draw(st.integers(1, 4))
     admission["pass_priority"] = draw(st.booleans())
+    # The recovery reserve (scheduler/reserve.py): its share of the sequences and its hold.
+    reserve = draw(st.sampled_from([0, 0.25, 0.5, "default"]))
+    hold = draw(st.sampled_from([None, 20, 100, "default"]))  # ms; the ramp is 1 s a step
+    if reserve != "default":
+        admission["recovery_reserve"] = reserve
+    if hold != "default":
+        admission["recovery_hold_ms"] = hold
     # The overload bounds (adaptive LIFO, the default sojourn bound) and the age bound.
     lifo = draw(st.sampled_from([None, 10, 40, 1000, "default"]))
     shed = draw(st.sampled_from([None, 60, 30000, "default"]))
@@ -98,6 +107,7 @@ ops = st.one_of(
     st.tuples(st.just("complete"), st.integers(0, 50)),
     st.tuples(st.just("cancel"), st.integers(0, 60)),
     st.tuples(st.just("reconfigure"), st.integers(0, 2)),
+    st.tuples(st.just("engine"), st.integers(0, 6), st.integers(0, 3)),
 )
 
 
@@ -121,6 +131,35 @@ class Model:
     outcome: dict[str, str] = field(default_factory=dict)
     seq: int = 0
     window: deque[str] = field(default_factory=lambda: deque(maxlen=SHARE_WINDOW))
+    sequences_seen: int | None = None  # most running reported while the engine queued
+    backlog_at: float | None = None  # the last poll that found the most urgent tier backed up
+    pressed_at: float | None = None  # the recovery reserve's hold runs from here
+    lower_allowed: int | None = None  # `lower_cap` as of the poll being checked
+
+    def sequences(self) -> int:
+        cap = self.config.scheduler.admission.max_in_flight
+        assert cap is not None
+        return cap if self.sequences_seen is None else min(cap, self.sequences_seen)
+
+    def recovery(self, now: float) -> int:
+        """Sequences the recovery reserve keeps from the less urgent tiers now: ceil(share x
+        sequences), at most sequences - 1, for the hold, then one fewer per RAMP_S."""
+        admission = self.config.scheduler.admission
+        hold = admission.recovery_hold_ms
+        share = admission.recovery_reserve
+        if share <= 0 or hold is None or self.pressed_at is None:
+            return 0
+        reserve = min(self.sequences() - 1, math.ceil(share * self.sequences()))
+        past = now - self.pressed_at - hold / 1000.0
+        if past > 0:
+            reserve -= int(past // RAMP_S) + 1
+        return max(0, reserve)
+
+    def lower_cap(self, now: float) -> int | None:
+        """The in-flight count under which a less urgent tier may take a slot while the
+        recovery reserve holds (None: it does not)."""
+        rec = self.recovery(now)
+        return None if rec == 0 else self.sequences() - rec
 
     def group(self, tier: str, prompt: int) -> int:
         bounds = self.config.scheduler.queues[tier].length_groups
@@ -173,8 +212,11 @@ class Model:
         admission = self.config.scheduler.admission
         assert admission.max_in_flight is not None
         most_urgent = self.config.tiers_by_urgency()[0]
-        cap = admission.max_in_flight - (0 if tier == most_urgent else admission.reserved_slots)
+        fixed = min(admission.reserved_slots, admission.max_in_flight - 1)
+        cap = admission.max_in_flight - (0 if tier == most_urgent else fixed)
         limit = self.urgent_limit if tier == most_urgent else self.limit
+        if tier != most_urgent and self.lower_allowed is not None:
+            cap = min(cap, self.lower_allowed)  # the recovery reserve holds
         return in_flight < cap and self.awaiting_upto(tier) < limit
 
     def timeout_ms(self, tier: str) -> float | None:
@@ -238,8 +280,17 @@ class Model:
         included) and awaiting room (it goes to the engine as that tier's request)."""
         admission = self.config.scheduler.admission
         assert admission.max_in_flight is not None
-        most_urgent = self.config.tiers_by_urgency()[0]
+        urgency = self.config.tiers_by_urgency()
+        most_urgent = urgency[0]
         free = in_flight < admission.max_in_flight
+        ahead = urgency[: urgency.index(tier)]
+        if (
+            ahead
+            and not any(q.tier in ahead for q in self.queued.values())
+            and self.lower_allowed is not None
+            and in_flight >= self.lower_allowed
+        ):
+            return False  # goes as its own tier's: the recovery reserve holds
         return free and self.awaiting_upto(most_urgent) < self.urgent_limit
 
     def owed(self, in_flight: int, pending: dict[str, list[Queued]]) -> list[str]:
@@ -275,6 +326,12 @@ def check_poll(d: Dispatcher, m: Model, now: float) -> None:
         for t in queues
     }
     in_flight_before = len(m.flight)
+    urgent = m.config.tiers_by_urgency()[0]
+    live = sorted((q for rid, q in m.queued.items() if q.tier == urgent and rid not in due),
+                  key=lambda q: q.seq)  # fmt: skip
+    if m.backed_up(urgent, live, now):
+        m.backlog_at = m.pressed_at = now
+    m.lower_allowed = m.lower_cap(now)
     limit = m.limit = d.max_awaiting
     fixed = admission.max_awaiting_first_token
     assert limit == fixed if fixed is not None else 1 <= limit <= admission.max_in_flight
@@ -449,6 +506,22 @@ def test_dispatcher_invariants(cfgs: list[TierConfig], steps: list[tuple[Any, ..
                 del m.queued[rid]
                 m.outcome[rid] = "cancelled"
             m.flight.pop(rid, None)
+        elif kind == "engine":
+            _, running, waiting = step
+            d.engine_waiting(waiting, now, running=running)
+            if waiting > 0 and running > 0:
+                seen = m.sequences_seen
+                m.sequences_seen = running if seen is None else max(seen, running)
+                urgent = m.config.tiers_by_urgency()[0]
+                hold = m.config.scheduler.admission.recovery_hold_ms
+                if (
+                    any(aw and m.flight_tier[rid] == urgent for rid, aw in m.flight.items())
+                    and m.backlog_at is not None
+                    and hold is not None
+                    and m.recovery(now) > 0
+                    and now - m.backlog_at <= EXTEND_HOLDS * hold / 1000.0
+                ):
+                    m.pressed_at = now  # waits in the engine: extends the hold in force
         elif kind == "reconfigure":
             new = cfgs[step[1] % len(cfgs)]
             d.reconfigure(new, now)
