@@ -33,16 +33,15 @@ from scheduler.config import DEFAULT_MAX_IN_FLIGHT, TierConfig
 from scheduler.limiter import AwaitingLimit
 from scheduler.queues import SWEEP_MIN_DEAD, Entry, Flight, TierQueue
 from scheduler.reserve import RecoveryReserve
+from scheduler.rooms import Rooms
 from scheduler.selection import SHARE_WINDOW as SHARE_WINDOW  # re-exported for the tests
 from scheduler.selection import (
     ShareWindow,
     aged_tier,
-    awaiting_upto,
     chosen_tier,
     counted_tier,
     demoted_tier,
     next_wakeup,
-    owed_tier,
     release_order,
     share_counted,
 )
@@ -57,7 +56,7 @@ from scheduler.types import (
 )
 
 
-class Dispatcher:
+class Dispatcher(Rooms):
     """Holds the backlog per tier and decides what reaches the engine and when."""
 
     def __init__(
@@ -277,63 +276,6 @@ class Dispatcher:
         return PollResult(
             released, rejected, next_wakeup(self._order, now), promoted, aged_ids, sent_as
         )
-
-    def _cap(self, tier: TierQueue) -> int:
-        """The in-flight count under which `tier` may take a slot: the less urgent tiers leave
-        the last `reserved_slots` to the most urgent."""
-        return self.max_in_flight - self.reserved if tier.rank else self.max_in_flight
-
-    def _lower_room(self, tier: TierQueue) -> int:
-        """Slots a less urgent `tier` may still take while the recovery reserve holds: under
-        its cap on the in-flight count (scheduler/reserve.py)."""
-        cap = self._recovery_cap
-        if not tier.rank or cap is None:
-            return self.max_in_flight
-        return max(0, cap - len(self._flight))
-
-    def _has_room(self, tier: TierQueue) -> bool:
-        return (
-            len(self._flight) < self._cap(tier)
-            and self._lower_room(tier) > 0
-            and self._awaiting_upto(tier) < self._limit_for(tier)
-        )
-
-    def _limit_for(self, tier: TierQueue) -> int:
-        """The awaiting limit of `tier`'s release. The most urgent tier, in an engine ordering
-        by priority, loses nothing by waiting there rather than here (it goes first in both,
-        FIFO), so it has `_urgent_allowance` on top: only a backlog beyond that stays here."""
-        return self._urgent_limit if tier.rank == 0 else self._limit
-
-    def _urgent_allowance(self, now: float) -> int:
-        """The most urgent tier's awaiting on top of the limit (priority engine, adaptive):
-        half a second of its first tokens, unless backed up (the engine's FIFO share of the
-        backlog would delay the newest, which LIFO releases first); plus each less urgent
-        request awaiting its first token: the engine gives a freed slot to an urgent request
-        ahead of those, and an urgent request held here lets them take it instead."""
-        urgent = self._order[0]
-        drain = 0 if urgent.backed_up(now) else self.limiter.drain_allowance(urgent.name, now)
-        return drain + sum(tier.awaiting for tier in self._order[1:])
-
-    def _awaiting_upto(self, tier: TierQueue) -> int:
-        return awaiting_upto(self._order, tier, self._awaiting, self.engine_priority)
-
-    def _reserved_now(self) -> int:
-        """Slots the less urgent tiers leave to the most urgent (as of the last poll)."""
-        cap = self._recovery_cap
-        return self.reserved if cap is None else max(self.reserved, self.max_in_flight - cap)
-
-    def _share_room(self, tier: TierQueue) -> bool:
-        """Room for a starvation-bound release of `tier`: the most urgent tier's, as whose
-        request the engine sees it (its awaiting room, and the reserved slots too: else a
-        most urgent tier that fills every other slot would starve the rest again)."""
-        urgent = self._order[0]
-        free = len(self._flight) < self.max_in_flight
-        if not any(t.depth for t in self._order[: tier.rank]) and not self._lower_room(tier):
-            return False  # it goes as its own tier's (share_counted): the recovery reserve holds
-        return free and self._awaiting_upto(urgent) < self._limit_for(urgent)
-
-    def _owed_tier(self, besides: TierQueue | None = None) -> TierQueue | None:
-        return owed_tier(self._order, self._shares, self.min_share, self._share_room, besides)
 
     def _expire(self, tier: TierQueue, now: float, out: list[tuple[Request, Rejection]]) -> None:
         for entry in tier.pop_expired(now):
