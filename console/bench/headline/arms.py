@@ -60,6 +60,10 @@ def standard_arms() -> list[Arm]:
         Arm("g", "gateway-age-priority",
             "gateway (seed 000 tiers, offline promote_after_ms 1000), engine priority",
             "priority", with_queue(SEED_TIER_CONFIG, "offline", promote_after_ms=1000)),
+        # Issue 16: (d) without the recovery reserve, to pair with (d) in one run.
+        Arm("h", "gateway-noreserve-priority",
+            "gateway (seed 000 tiers, admission.recovery_reserve 0), engine priority",
+            "priority", with_admission(SEED_TIER_CONFIG, recovery_reserve=0)),
     ]  # fmt: skip
 
 
