@@ -50,6 +50,7 @@ from perf.bench_gateway import (
     _open_loop,
     _process,
 )
+from perf.overload_compare import AFTER_S, BEFORE_S, back_after, per_second
 from perf.overload_trace import trace
 from scheduler import config_to_dict, default_config
 
@@ -282,7 +283,7 @@ async def _overload(args: argparse.Namespace) -> dict[str, Any]:
             tracer = asyncio.create_task(
                 trace(session, t0, gateway, engines, pids, NODE_TOKEN, traced)
             )
-            before, hot, after = 10.0, args.overload_s, 30.0
+            before, hot, after = BEFORE_S, args.overload_s, float(AFTER_S)
             limit = args.client_timeout or None
             # --only: one path per run (the other engine idles); on a 2-core machine the direct
             # engine's 10x backlog otherwise slows the gateway's engine on the shared core.
@@ -306,13 +307,10 @@ async def _overload(args: argparse.Namespace) -> dict[str, Any]:
         online = [(s, t) for target, tier, s, t, _ in rows if target == url and tier == "online"]
         base = [t for s, t in online if s < before and t is not None]
         base_p50 = statistics.median(base) if base else None
-        per_s = []
+        per_s = per_second({"overload_s": hot, "requests": rows}, url)
         lag_s = []  # this client's own lag in starting the requests of each second
         back_at = None
         for k in range(int(after)):
-            window = [t for s, t in online if end_hot + k <= s < end_hot + k + 1 and t is not None]
-            p50 = statistics.median(window) if window else None
-            per_s.append(p50)
             lags = [
                 lag
                 for target, _, s, _, lag in rows
@@ -320,12 +318,7 @@ async def _overload(args: argparse.Namespace) -> dict[str, Any]:
             ]
             lag_s.append(round(max(lags) * 1000, 1) if lags else None)
         if base_p50 is not None:
-            bound = max(2 * base_p50, base_p50 + 0.025)
-            for k in range(len(per_s)):
-                # A second without an online request sent in it (Poisson) says nothing.
-                if per_s[k] is not None and all(p is None or p <= bound for p in per_s[k:]):
-                    back_at = k
-                    break
+            back_at = back_after(per_s, [base_p50] * len(per_s))
         tiers_done = {
             tier: sum(1 for target, t_, s, t, _ in rows if target == url and t_ == tier
                       and end_hot - hot <= s < end_hot and t is not None)

@@ -24,12 +24,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-AFTER_S = 30
+AFTER_S = 30  # the bench's phase after the overload
+BEFORE_S = 10.0  # and before it
 
 
 def per_second(report: dict[str, Any], path: str) -> list[float | None]:
     """Online TTFT p50 (s) in each second after the overload, for the requests of `path`."""
-    end = 10.0 + float(report["overload_s"])
+    end = BEFORE_S + float(report["overload_s"])
     rows = [r for r in report["requests"] if r[1] == "online" and r[0] == path]
     out: list[float | None] = []
     for k in range(AFTER_S):
@@ -39,12 +40,13 @@ def per_second(report: dict[str, Any], path: str) -> list[float | None]:
 
 
 def back_after(run: list[float | None], control: list[float | None]) -> int | None:
-    """The first second from which on every second (with requests in both) is within 2x
-    (+25 ms) of the control's; None when the last one is not."""
-    pairs = zip(run, control, strict=True)
+    """The first second with requests in both from which on every second (with requests in
+    both: a second without an online request sent in it, Poisson, says nothing) is within 2x
+    (+25 ms) of the control's; None when there is none. The one definition of "back"."""
+    pairs = list(zip(run, control, strict=True))
     ok = [a is None or c is None or a <= max(2 * c, c + 0.025) for a, c in pairs]
-    for k in range(len(ok)):
-        if all(ok[k:]):
+    for k, (a, c) in enumerate(pairs):
+        if a is not None and c is not None and all(ok[k:]):
             return k
     return None
 

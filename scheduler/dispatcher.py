@@ -118,8 +118,9 @@ class Dispatcher(Rooms):
         max_num_seqs changed with a new launch profile)."""
         del now  # decisions under the new config happen at the next poll
         if default_max_in_flight is not None:
+            if default_max_in_flight != self._default_max_in_flight:
+                self.recovery.forget_engine()  # a new max_num_seqs: a new engine limit
             self._default_max_in_flight = default_max_in_flight
-            self.recovery.forget_engine()
         self._apply(config)
         fallback = self._order[-1]
         entries = sorted(self._queued.values(), key=lambda e: e.seq)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from scheduler.limiter import AwaitingLimit
 from scheduler.queues import Flight, TierQueue
-from scheduler.selection import ShareWindow, awaiting_upto, owed_tier
+from scheduler.selection import ShareWindow, awaiting_upto, owed_tier, waits_ahead
 
 
 class Rooms:
@@ -79,7 +79,7 @@ class Rooms:
         most urgent tier that fills every other slot would starve the rest again)."""
         urgent = self._order[0]
         free = len(self._flight) < self.max_in_flight
-        if not any(t.depth for t in self._order[: tier.rank]) and not self._lower_room(tier):
+        if not waits_ahead(self._order, tier) and not self._lower_room(tier):
             return False  # it goes as its own tier's (share_counted): the recovery reserve holds
         return free and self._awaiting_upto(urgent) < self._limit_for(urgent)
 

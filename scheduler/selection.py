@@ -147,14 +147,17 @@ def counted_tier(order: Sequence[TierQueue], tier: TierQueue) -> TierQueue:
     return order[tier.rank - 1] if tier.promote_s is not None else tier
 
 
+def waits_ahead(order: Sequence[TierQueue], tier: TierQueue) -> bool:
+    """A more urgent tier than `tier` has requests waiting."""
+    return any(t.depth for t in order[: tier.rank])
+
+
 def share_counted(order: Sequence[TierQueue], tier: TierQueue) -> TierQueue:
     """The tier a starvation-bound release of `tier` counts in and goes to the engine as: the
     most urgent one while a more urgent tier has requests waiting (the release passes them,
     and the engine's priority queue must not starve it again behind them), else its own
     (`counted_tier`)."""
-    if any(t.depth for t in order[: tier.rank]):
-        return order[0]
-    return counted_tier(order, tier)
+    return order[0] if waits_ahead(order, tier) else counted_tier(order, tier)
 
 
 def demoted_tier(

@@ -166,3 +166,14 @@ def test_a_reserve_out_of_range_names_the_field(value: float) -> None:
         parse_config(doc)
     assert "scheduler.admission.recovery_reserve" in str(caught.value)
     assert "[0, 1)" in str(caught.value)
+
+
+def test_a_tier_config_change_keeps_the_learned_engine_limit() -> None:
+    # The agent passes its default cap on every reconfigure; only a new max_num_seqs (a new
+    # default) means a new engine. Before, any tier-config change forgot the 16 sequences.
+    d = seed_dispatcher()
+    d.reconfigure(d.config, 0.0, default_max_in_flight=256)  # the same default: same engine
+    now = surge(d, 0.0)
+    for i in range(20):
+        d.arrive(req(f"b{i}", "batch"), now)
+    assert len(d.poll(now).released) == 8  # still 16 sequences, 8 kept
