@@ -211,16 +211,20 @@ async def _phase_load(
     session: Any,
     targets: list[str],
     rate: float,
-    seconds: float,
+    window: tuple[float, float],
     t0: float,
     out: list[Any],
     timeout: float | None = None,
+    seed: int = 7,
 ) -> None:
-    """Open loop, tier mix TIERS, each target the same schedule; rows (target, tier, sent, ttft,
-    start lag: how late this client began sending it)."""
+    """Open loop, tier mix TIERS, each target the same schedule (drawn from `seed`); rows
+    (target, tier, sent, ttft, start lag: how late this client began sending it). The phase's
+    arrivals lie in `window` (s after t0) on the bench's own clock, not on when the previous
+    phase's last request went out: so the phases of two runs line up to the same second, and
+    no arrival of one phase falls into the next."""
     import random
 
-    rng = random.Random(7)
+    rng = random.Random(seed)
     loop = asyncio.get_running_loop()
     lengths = {"online": 32, "batch": 64, "offline": 128}
     priority = {"online": 1, "batch": 2, "offline": 3}
@@ -239,11 +243,12 @@ async def _phase_load(
         ttft = await _patient(session, target, body, headers, timeout)
         out.append((target, tier, sent, ttft, lag))
 
-    start = loop.time()
-    at = start
-    while at < start + seconds:
+    at, end = t0 + window[0], t0 + window[1]
+    while True:
         at += rng.expovariate(rate)
         tier = rng.choices(names, weights)[0]
+        if at >= end:
+            break
         delay = at - loop.time()
         if delay > 0:
             await asyncio.sleep(delay)
@@ -266,16 +271,19 @@ async def _overload(args: argparse.Namespace) -> dict[str, Any]:
         # An experiment beside the seed's defaults (e.g. '{"max_in_flight": 16,
         # "reserved_slots": 4}'): the figures are then not the seed's.
         tiers["scheduler"].setdefault("admission", {}).update(json.loads(args.admission))
-    report: dict[str, Any] = {"tier_config": tiers, "overload_s": args.overload_s}
+    report: dict[str, Any] = {
+        "tier_config": tiers, "overload_s": args.overload_s, "seed": args.seed,
+    }  # fmt: skip
     with _stack("sim", 16, tiers, args.time_scale) as (gateway, direct, pids, engine):
         connector = aiohttp.TCPConnector(limit=0)
         async with aiohttp.ClientSession(connector=connector, auto_decompress=False) as session:
             gw, dr = gateway + "/v1/chat/completions", direct + "/v1/chat/completions"
             # A slower simulated clock needs a longer probe for as many completions.
             probe_s = 4.0 * max(1.0, args.time_scale / 4)
-            capacity = await _capacity(session, dr, 64, probe_s, _body(64))
+            capacity = args.capacity or await _capacity(session, dr, 64, probe_s, _body(64))
             report["capacity_rps"] = capacity
-            print(f"capacity (direct, closed loop, 64 tokens) {capacity:.1f} req/s", flush=True)
+            how = "given" if args.capacity else "direct, closed loop, 64 tokens"
+            print(f"capacity ({how}) {capacity:.1f} req/s", flush=True)
             rows: list[Any] = []
             t0 = asyncio.get_running_loop().time()
             engines = {"gateway": engine, "direct": direct}
@@ -288,9 +296,10 @@ async def _overload(args: argparse.Namespace) -> dict[str, Any]:
             # --only: one path per run (the other engine idles); on a 2-core machine the direct
             # engine's 10x backlog otherwise slows the gateway's engine on the shared core.
             paths = {"both": [gw, dr], "gateway": [gw], "direct": [dr]}[args.only]
-            await _phase_load(session, paths, capacity / 2, before, t0, rows, limit)
-            await _phase_load(session, paths, capacity * 10, hot, t0, rows, limit)
-            await _phase_load(session, paths, capacity / 2, after, t0, rows, limit)
+            phases = ((capacity / 2, 0.0, before), (capacity * 10, before, before + hot),
+                      (capacity / 2, before + hot, before + hot + after))  # fmt: skip
+            for rate, start, end in phases:
+                await _phase_load(session, paths, rate, (start, end), t0, rows, limit, args.seed)
             await asyncio.sleep(5.0)
             tracer.cancel()
             report["trace"] = traced
@@ -365,6 +374,19 @@ def main() -> int:
     ov.add_argument("--queue-depth", type=int, default=0, help="max_queue_depth of every tier")
     ov.add_argument("--only", choices=("both", "gateway", "direct"), default="both")
     ov.add_argument("--admission", default="", help="JSON merged into scheduler.admission")
+    ov.add_argument(
+        "--seed",
+        type=int,
+        default=7,
+        help="the arrivals of every phase (the same in a control run with the same seed)",
+    )
+    ov.add_argument(
+        "--capacity",
+        type=float,
+        default=0.0,
+        help="req/s the phases' rates are drawn from instead of probing (0: probe); a control "
+        "run given its overload run's capacity_rps sends exactly the same requests",
+    )
     ov.add_argument(
         "--client-timeout",
         type=float,

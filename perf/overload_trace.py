@@ -1,6 +1,6 @@
 """Once a second during perf/bench_admission.py's overload run: where the requests are.
 
-Per second: the gateway's queue depth and in-flight per tier and its awaiting limit
+Per second: the gateway's queue depth, in-flight and awaiting per tier and its awaiting limit
 (/agent/v1/status), each engine's running and waiting (`vllm:num_requests_*` on /metrics), the
 CPU share each process used (/proc: the gateway, both engines, this client), and this client's
 own event-loop lag (how late a 1 s sleep woke up). So a slow recovery can be placed: in the
@@ -39,6 +39,9 @@ async def _gateway(session: Any, url: str, token: str) -> dict[str, Any]:
     return {
         "depth": {name: t["depth"] for name, t in tiers.items()},
         "in_flight": {name: t["in_flight"] for name, t in tiers.items()},
+        # Released and still without a first token, by the tier each counts as (a stale
+        # online request sent on as batch's counts in batch's).
+        "awaiting": {name: t.get("awaiting_first_token") for name, t in tiers.items()},
         "released": {name: t["released"] for name, t in tiers.items()},
         "awaiting_limit": status.get("awaiting_limit"),
         # Slots the less urgent tiers leave to online now (the recovery reserve while it holds).

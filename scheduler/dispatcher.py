@@ -76,6 +76,8 @@ class Dispatcher(Rooms):
         self.limiter = AwaitingLimit(None, self._default_max_in_flight)
         self.recovery = RecoveryReserve(0.0, None)
         self._recovery_cap: int | None = None  # in-flight cap of the less urgent tiers, if any
+        self._urgent_backed_up = False
+        self._feed: int | None = None
         self._apply(config)
 
     # -- configuration --------------------------------------------------------------------
@@ -187,6 +189,11 @@ class Dispatcher(Rooms):
         return self._urgent_limit
 
     @property
+    def urgent_feed(self) -> int | None:
+        """The backed-up most urgent tier's bound on its own awaiting in the last poll."""
+        return self._feed
+
+    @property
     def max_awaiting(self) -> int:
         """The current limit on released requests awaiting their first token."""
         return self.limiter.value
@@ -229,8 +236,10 @@ class Dispatcher(Rooms):
             if tier.timeout_s is not None and tier.depth:
                 self._expire(tier, now, rejected)
         flight = self._flight
-        if self._order and self._order[0].backed_up(now):
+        self._urgent_backed_up = bool(self._order) and self._order[0].backed_up(now)
+        if self._urgent_backed_up:
             self.recovery.backed_up(now)
+        self._feed = self._feed_now(now)
         self._recovery_cap = self.recovery.lower_cap(self.max_in_flight, now)
         self._limit = self.limiter.value
         self._urgent_limit = self._limit
@@ -272,7 +281,7 @@ class Dispatcher(Rooms):
                 # Only stale requests of the most urgent tier, and no room one tier down: the
                 # slot goes to the next tier that may take it (work conservation).
                 stuck.add(chosen)
-        if any(t.depth and len(flight) < self._cap(t) and self._lower_room(t) for t in self._order):
+        if any(self._held_by_limit(t) for t in self._order):
             self.limiter.held_back()  # something waits and only the awaiting limit stops it
         return PollResult(
             released, rejected, next_wakeup(self._order, now), promoted, aged_ids, sent_as
@@ -308,6 +317,7 @@ class Dispatcher(Rooms):
         if counted is None:
             counted = counted_tier(self._order, tier)
         stale_s = tier.lifo_s if tier.lifo_s is not None else 0.0
+        feed = self._feed  # beyond it, fresh ones go as the next tier's too
         home = counted
         share_rule = self.min_share > 0
         taken = 0
@@ -329,7 +339,9 @@ class Dispatcher(Rooms):
                     full = True  # another tier is owed its share: it goes next
                     break
                 counted = home
-                if demote is not None and now - entry.arrived > stale_s:
+                if demote is not None and (
+                    now - entry.arrived > stale_s or (feed is not None and home.awaiting >= feed)
+                ):
                     if not self._has_room(demote):
                         full = True  # every request left is stale (newest first)
                         break

@@ -155,6 +155,19 @@ class AwaitingLimit:
             return 0
         return math.ceil(track.drained(now) * DRAIN_S / RATE_WINDOW_S)
 
+    def feed(self, key: str, now: float) -> int | None:
+        """What of tier `key` should await in the engine while its backlog waits here, newest
+        first: the first tokens it gets per no-queue first-token latency (at its rate of the
+        last RATE_WINDOW_S), plus one, so that a freed sequence finds one ready. None: a fixed
+        limit, or no sample yet."""
+        track = self._tracks.get(key)
+        if self.fixed is not None or track is None:
+            return None
+        base = track.baseline_s(now)
+        if base is None:
+            return None
+        return math.ceil(track.drained(now) * base / RATE_WINDOW_S) + 1
+
     def held_back(self) -> None:
         """The dispatcher kept a request queued because the limit was reached."""
         self._held_back = True

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from scheduler.limiter import AwaitingLimit
 from scheduler.queues import Flight, TierQueue
-from scheduler.selection import ShareWindow, awaiting_upto, owed_tier, waits_ahead
+from scheduler.selection import ShareWindow, awaiting_upto, owed_tier
 
 
 class Rooms:
@@ -22,6 +22,8 @@ class Rooms:
     _limit: int
     _urgent_limit: int
     _recovery_cap: int | None
+    _urgent_backed_up: bool  # the most urgent tier was backed up at the poll's start
+    _feed: int | None  # its awaiting in the engine while backed up (`_release`), if any
     _shares: ShareWindow
     max_in_flight: int
     reserved: int
@@ -65,6 +67,29 @@ class Rooms:
         drain = 0 if urgent.backed_up(now) else self.limiter.drain_allowance(urgent.name, now)
         return drain + sum(tier.awaiting for tier in self._order[1:])
 
+    def _feed_now(self, now: float) -> int | None:
+        """While the most urgent tier is backed up (engine ordering by priority, adaptive
+        limit): how many of its requests may await their first token in the engine as its own,
+        the limiter's `feed` (what the engine starts next). The gateway serves that backlog
+        newest first, the engine its queue oldest first within a priority: each urgent
+        request waiting there is one more that a request sent now waits behind. Releases
+        beyond it go as the next tier's (`demoted_tier`), as stale ones do. None: no bound."""
+        if not (self._urgent_backed_up and self.engine_priority and self.limiter.adaptive):
+            return None
+        return self.limiter.feed(self._order[0].name, now)
+
+    def _held_by_limit(self, tier: TierQueue) -> bool:
+        """`tier` holds requests that only the awaiting limit keeps here (the limiter grows
+        then). A backed-up most urgent tier past its feed sends more only as the next tier's:
+        held by the limit only if that tier's slots would take them."""
+        flight = len(self._flight)
+        if not (tier.depth and flight < self._cap(tier) and self._lower_room(tier)):
+            return False
+        if tier.rank or self._feed is None or len(self._order) < 2:
+            return True
+        down = self._order[1]
+        return flight < self._cap(down) and self._lower_room(down) > 0
+
     def _awaiting_upto(self, tier: TierQueue) -> int:
         return awaiting_upto(self._order, tier, self._awaiting, self.engine_priority)
 
@@ -79,8 +104,12 @@ class Rooms:
         most urgent tier that fills every other slot would starve the rest again)."""
         urgent = self._order[0]
         free = len(self._flight) < self.max_in_flight
-        if not waits_ahead(self._order, tier) and not self._lower_room(tier):
-            return False  # it goes as its own tier's (share_counted): the recovery reserve holds
+        if not self._lower_room(tier) and not self._urgent_backed_up:
+            # The recovery reserve holds and the most urgent tier has no backlog (at most a
+            # request that just arrived, which this poll releases): the share waits for the
+            # reserve's room like any less urgent release. Only the overload itself (a backed-up
+            # most urgent tier) lets it pass.
+            return False
         return free and self._awaiting_upto(urgent) < self._limit_for(urgent)
 
     def _owed_tier(self, besides: TierQueue | None = None) -> TierQueue | None:

@@ -1,8 +1,10 @@
 """A discrete-event engine for the admission tests: continuous batching reduced to slots.
 
 `slots` requests run at once; a request that gets a slot produces its first token `prefill_s`
-later and finishes `decode_s` after that; the rest wait in the engine's FCFS queue. The
-gateway's hop costs `hop_s` each way. Everything runs on a fake clock, so a test of a minute
+later and finishes `decode_s` after that; the rest wait in the engine's queue: FCFS, or with
+`priority` ordered by the engine priority the gateway sends (the tier a release goes as,
+`PollResult.sent_as`), FCFS within one, as vLLM's priority policy. The gateway's hop costs
+`hop_s` each way. Everything runs on a fake clock, so a test of a minute
 of traffic takes milliseconds and gives the same answer every time.
 """
 
@@ -25,6 +27,9 @@ class EngineRun:
     done: int = 0
     engine_queue_samples: list[int] = field(default_factory=list)
     idle_slot_with_backlog_s: float = 0.0  # engine slot idle while the gateway held requests
+    # With `priority`: how many requests of its priority or more urgent were queued in the
+    # engine when each request reached it (what it waits behind there).
+    ahead: dict[str, int] = field(default_factory=dict)
 
     def ttfts(self, prefix: str = "") -> list[float]:
         return sorted(
@@ -45,6 +50,7 @@ def run_engine(
     until: float | None = None,
     report_waiting_every_s: float | None = None,
     seed: int = 1,
+    priority: bool = False,
 ) -> EngineRun:
     """Decode times vary uniformly within +-50% of `decode_s` (seeded)."""
     rng = random.Random(seed)
@@ -55,7 +61,10 @@ def run_engine(
         heapq.heappush(events, (at, next(seq), "arrive", tier))
     if report_waiting_every_s:
         heapq.heappush(events, (0.0, next(seq), "scrape", ""))
-    queue: deque[str] = deque()
+    queue: deque[str] = deque()  # FCFS
+    ranked: list[tuple[int, int, str]] = []  # with `priority`: (engine priority, order, id)
+    sent_prio: dict[str, int] = {}
+    queues = d.config.scheduler.queues
     running = 0
     ids = itertools.count()
     last = 0.0
@@ -63,8 +72,8 @@ def run_engine(
 
     def start_some(now: float) -> None:
         nonlocal running
-        while queue and running < slots:
-            rid = queue.popleft()
+        while (ranked if priority else queue) and running < slots:
+            rid = heapq.heappop(ranked)[2] if priority else queue.popleft()
             running += 1
             heapq.heappush(events, (now + prefill_s, next(seq), "token", rid))
 
@@ -72,7 +81,7 @@ def run_engine(
         now, _, kind, what = heapq.heappop(events)
         if now > end:
             break
-        if running < slots and not queue and d.queued:
+        if running < slots and not queue and not ranked and d.queued:
             run.idle_slot_with_backlog_s += (now - last) * (slots - running)
         last = now
         if kind == "arrive":
@@ -80,7 +89,12 @@ def run_engine(
             run.arrived_at[rid] = now
             d.arrive(Request(rid, what, 100, 10), now)
         elif kind == "at_engine":
-            queue.append(what)
+            if priority:
+                prio = sent_prio.pop(what)
+                run.ahead[what] = sum(1 for p, _, _ in ranked if p <= prio)
+                heapq.heappush(ranked, (prio, next(seq), what))
+            else:
+                queue.append(what)
             start_some(now)
         elif kind == "token":
             heapq.heappush(events, (now + hop_s, next(seq), "seen", what))
@@ -97,12 +111,14 @@ def run_engine(
         elif kind == "complete":
             d.complete(what, now)
         elif kind == "scrape":
-            d.engine_waiting(len(queue), now)
+            d.engine_waiting(len(ranked) if priority else len(queue), now, running=running)
             assert report_waiting_every_s is not None
             heapq.heappush(events, (now + report_waiting_every_s, next(seq), "scrape", ""))
-        run.engine_queue_samples.append(len(queue))
-        for r in d.poll(now).released:
+        run.engine_queue_samples.append(len(ranked) if priority else len(queue))
+        result = d.poll(now)
+        for r in result.released:
             run.released_at[r.id] = now
+            sent_prio[r.id] = queues[result.sent_as.get(r.id, r.tier)].priority
             heapq.heappush(events, (now + hop_s, next(seq), "at_engine", r.id))
         if kind == "scrape" and not any(e[2] != "scrape" for e in events):
             break

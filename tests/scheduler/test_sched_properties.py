@@ -135,6 +135,8 @@ class Model:
     backlog_at: float | None = None  # the last poll that found the most urgent tier backed up
     pressed_at: float | None = None  # the recovery reserve's hold runs from here
     lower_allowed: int | None = None  # `lower_cap` as of the poll being checked
+    urgent_backed: bool = False  # the most urgent tier backed up at that poll's start
+    feed: int | None = None  # its bound on its own awaiting while backed up (the dispatcher's)
 
     def sequences(self) -> int:
         cap = self.config.scheduler.admission.max_in_flight
@@ -264,7 +266,11 @@ class Model:
             or not self.backed_up(q.tier, pending, now)
         ):
             return None
-        return urgency[1] if now - q.arrived > lifo / 1000.0 else None
+        if now - q.arrived > lifo / 1000.0:
+            return urgency[1]
+        # A fresh one too, once the tier's own awaiting has reached its feed.
+        own = sum(1 for rid, aw in self.flight.items() if aw and self.flight_tier[rid] == q.tier)
+        return urgency[1] if self.feed is not None and own >= self.feed else None
 
     def can_go(self, tier: str, in_flight: int, pending: list[Queued], now: float) -> bool:
         """May `tier`'s next request (newest while backed up) take a slot now?"""
@@ -286,11 +292,11 @@ class Model:
         ahead = urgency[: urgency.index(tier)]
         if (
             ahead
-            and not any(q.tier in ahead for q in self.queued.values())
+            and not self.urgent_backed
             and self.lower_allowed is not None
             and in_flight >= self.lower_allowed
         ):
-            return False  # goes as its own tier's: the recovery reserve holds
+            return False  # the recovery reserve holds and online has no backlog
         return free and self.awaiting_upto(most_urgent) < self.urgent_limit
 
     def owed(self, in_flight: int, pending: dict[str, list[Queued]]) -> list[str]:
@@ -329,7 +335,8 @@ def check_poll(d: Dispatcher, m: Model, now: float) -> None:
     urgent = m.config.tiers_by_urgency()[0]
     live = sorted((q for rid, q in m.queued.items() if q.tier == urgent and rid not in due),
                   key=lambda q: q.seq)  # fmt: skip
-    if m.backed_up(urgent, live, now):
+    m.urgent_backed = m.backed_up(urgent, live, now)
+    if m.urgent_backed:
         m.backlog_at = m.pressed_at = now
     m.lower_allowed = m.lower_cap(now)
     limit = m.limit = d.max_awaiting
@@ -337,6 +344,11 @@ def check_poll(d: Dispatcher, m: Model, now: float) -> None:
     assert limit == fixed if fixed is not None else 1 <= limit <= admission.max_in_flight
     result = d.poll(now)
     m.urgent_limit = d.urgent_limit
+    m.feed = d.urgent_feed
+    adaptive_priority = admission.pass_priority and admission.max_awaiting_first_token is None
+    if not (m.urgent_backed and adaptive_priority):
+        assert m.feed is None, "a feed bound only on a backed-up urgent tier"
+    assert m.feed is None or m.feed >= 1
     if not admission.pass_priority or admission.max_awaiting_first_token is not None:
         assert m.urgent_limit == limit
     else:

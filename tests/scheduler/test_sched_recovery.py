@@ -177,3 +177,27 @@ def test_a_tier_config_change_keeps_the_learned_engine_limit() -> None:
     for i in range(20):
         d.arrive(req(f"b{i}", "batch"), now)
     assert len(d.poll(now).released) == 8  # still 16 sequences, 8 kept
+
+
+def test_the_share_waits_for_the_reserve_unless_online_is_backed_up() -> None:
+    # Batch is owed its share (the window holds only online releases) while the reserve
+    # holds. A single online arrival is no backlog: the share must not pass the reserve as
+    # its request (it used to: each online arrival let an owed batch request in ahead of it).
+    d = seed_dispatcher(min_share=0.05)
+    now = surge(d, 0.0)
+    for i in range(8):
+        d.arrive(req(f"on{i}"), now)
+    assert len(d.poll(now).released) == 8  # in flight 8: at the reserve's cap
+    for i in range(5):
+        d.arrive(req(f"b{i}", "batch"), now)
+    assert d.poll(now + 0.1).released == []
+    d.arrive(req("on-new"), now + 0.2)
+    assert ids(d.poll(now + 0.2).released) == ["on-new"]
+    # Online backed up again (an overload): then the share passes, as online's request.
+    d.arrive(req("on-late"), now + 0.3)
+    d.limiter.fixed = 9  # every awaiting slot taken: "on-late" waits
+    assert d.poll(now + 0.3).released == []
+    d.limiter.fixed = 1000
+    result = d.poll(now + 1.5)
+    assert ids(result.released)[0] == "b4"  # the newest of a stale backlog
+    assert result.sent_as["b4"] == "online"
