@@ -184,12 +184,18 @@ async def _sweep(args: argparse.Namespace) -> dict[str, Any]:
 
 
 async def _patient(
-    session: Any, url: str, body: bytes, headers: dict[str, str], patience: float | None
+    session: Any,
+    url: str,
+    body: bytes,
+    headers: dict[str, str],
+    patience: float | None,
+    seen: list[float] | None = None,
 ) -> float | None:
     """One streamed request; its TTFT, or None. The client gives up (and disconnects, so the
     engine or the gateway drops the request) when no first token came within `patience` s;
     once its stream runs it reads it to the end, as a chat client does. The bound also keeps
-    the direct engine's backlog from holding every stream of the overload on this core."""
+    the direct engine's backlog from holding every stream of the overload on this core.
+    The TTFT also goes into `seen` as soon as it is known (a stream cut off later keeps it)."""
     t0 = time.perf_counter()
     ttft: float | None = None
     try:
@@ -202,6 +208,8 @@ async def _patient(
                     if ttft is None and _FIRST_TOKEN.search(chunk):
                         ttft = time.perf_counter() - t0
                         clock.reschedule(None)
+                        if seen is not None:
+                            seen.append(ttft)
     except Exception:
         pass  # gave up, or the stream broke after its first token (counted as served)
     return ttft
@@ -240,8 +248,11 @@ async def _phase_load(
                    "X-Tiergate-Tier": tier}  # fmt: skip
         body = (bodies if target in _GATEWAYS else direct_bodies)[tier]
         lag = loop.time() - t0 - sent
-        ttft = await _patient(session, target, body, headers, timeout)
-        out.append((target, tier, sent, ttft, lag))
+        seen: list[float] = []
+        try:
+            await _patient(session, target, body, headers, timeout, seen)
+        finally:  # one still open when the run ends counts too (served if it had a token)
+            out.append((target, tier, sent, seen[0] if seen else None, lag))
 
     at, end = t0 + window[0], t0 + window[1]
     while True:
@@ -306,7 +317,7 @@ async def _overload(args: argparse.Namespace) -> dict[str, Any]:
             # Every request: (target, tier, sent at (s after t0), TTFT or None, start lag).
             report["t0_monotonic"] = t0
             report["requests"] = rows
-            for task in _PENDING:  # the backlog left after the run: not measured
+            for task in _PENDING:  # still open at the end: recorded (fire), served if started
                 task.cancel()
             await asyncio.gather(*_PENDING, return_exceptions=True)
     end_hot = before + hot

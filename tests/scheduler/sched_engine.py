@@ -30,6 +30,17 @@ class EngineRun:
     # With `priority`: how many requests of its priority or more urgent were queued in the
     # engine when each request reached it (what it waits behind there).
     ahead: dict[str, int] = field(default_factory=dict)
+    sent_priority: dict[str, int] = field(default_factory=dict)  # the priority it went with
+    running: list[tuple[float, int]] = field(default_factory=list)  # (time, running) changes
+
+    def mean_running(self, lo: float, hi: float) -> float:
+        """Time-weighted mean of the running count over [lo, hi)."""
+        total = 0.0
+        for (at, count), (nxt, _) in zip(self.running, [*self.running[1:], (hi, 0)], strict=True):
+            start, end = max(at, lo), min(nxt, hi)
+            if end > start:
+                total += count * (end - start)
+        return total / (hi - lo)
 
     def ttfts(self, prefix: str = "") -> list[float]:
         return sorted(
@@ -90,7 +101,7 @@ def run_engine(
             d.arrive(Request(rid, what, 100, 10), now)
         elif kind == "at_engine":
             if priority:
-                prio = sent_prio.pop(what)
+                prio = run.sent_priority[what] = sent_prio.pop(what)
                 run.ahead[what] = sum(1 for p, _, _ in ranked if p <= prio)
                 heapq.heappush(ranked, (prio, next(seq), what))
             else:
@@ -115,6 +126,8 @@ def run_engine(
             assert report_waiting_every_s is not None
             heapq.heappush(events, (now + report_waiting_every_s, next(seq), "scrape", ""))
         run.engine_queue_samples.append(len(ranked) if priority else len(queue))
+        if not run.running or run.running[-1][1] != running:
+            run.running.append((now, running))
         result = d.poll(now)
         for r in result.released:
             run.released_at[r.id] = now

@@ -4,8 +4,9 @@ on the discrete-event engine of sched_engine.py with vLLM's priority policy (fak
 While online is backed up the gateway serves it newest first, but the engine serves its own
 queue oldest first within a priority: every online request already waiting there is one more
 that a request sent now waits behind. So while backed up, only the limiter's feed of online
-requests awaits in the engine as online; releases beyond it go as batch's, as the stale ones
-do. After a flood, a new online request then waits behind at most the feed."""
+requests awaits in the engine as online; the newest wait in the gateway for it, and the oldest
+(stale) ones keep the engine busy as batch's. After a flood, a new online request then waits
+behind at most the feed."""
 
 from __future__ import annotations
 
@@ -43,9 +44,19 @@ def test_after_a_flood_a_new_online_request_waits_behind_at_most_the_feed(reserv
         # without the reserve: the stale backlog then goes to the engine as batch's, the
         # gateway's queue is fresh again, not backed up, and the allowance counts those
         # awaiting: online floods the engine's queue until it backs up again. Documented.)
-        during = [r for r in online_after(run, 5.0, 20.0) if r in run.ahead]
+        online = d.config.scheduler.queues["online"].priority
+        during = [r for r in online_after(run, 5.0, 20.0) if run.sent_priority.get(r) == online]
         assert len(during) > 100
         assert max(run.ahead[r] for r in during) <= 2
+        # The engine kept busy meanwhile with the oldest stale ones, sent on as batch's past
+        # the reserve while the feed was full (`_spill`): the newest wait for the feed.
+        batch = d.config.scheduler.queues["batch"].priority
+        spilled = [
+            r for r in online_after(run, 0.0, 20.0)
+            if 5.0 <= run.released_at.get(r, -1.0) < 20.0 and run.sent_priority[r] == batch
+        ]  # fmt: skip
+        assert len(spilled) >= 5
+        assert run.mean_running(5.0, 20.0) > 15.9
     first = online_after(run, 20.0, 21.0)
     assert len(first) >= 5
     assert max(run.ahead[r] for r in first) <= 2
