@@ -78,6 +78,8 @@ class Dispatcher(Rooms):
         self._recovery_cap: int | None = None  # in-flight cap of the less urgent tiers, if any
         self._urgent_backed_up = False
         self._feed: int | None = None
+        self._feed_boost = 0  # added to the feed while it leaves sequences idle (`_boost_feed`)
+        self._feed_held = False  # the feed held a fresh request back since the last reading
         self._apply(config)
 
     # -- configuration --------------------------------------------------------------------
@@ -175,6 +177,7 @@ class Dispatcher(Rooms):
         self.limiter.engine_waiting(count, now)
         if running is not None:
             self.recovery.engine_reading(running, count)
+            self._boost_feed(running)
             if count > 0 and running > 0 and self._order and self._order[0].awaiting:
                 # Every sequence taken and a most urgent request waiting for one.
                 self.recovery.waited_in_engine(now, self.max_in_flight)
@@ -262,8 +265,6 @@ class Dispatcher(Rooms):
                 self._release(owed, 1, now, released, sent_as, lifo=lifo, counted=counted)
                 promoted.append(released[-1].id)
                 continue
-            if self._feed is not None and self._spill(now, released, sent_as):
-                continue
             has_room = (
                 self._has_room if not stuck else lambda t: t not in stuck and self._has_room(t)
             )
@@ -283,7 +284,7 @@ class Dispatcher(Rooms):
                 # Only stale requests of the most urgent tier, and no room one tier down: the
                 # slot goes to the next tier that may take it (work conservation).
                 stuck.add(chosen)
-        if any(self._held_by_limit(t, now) for t in self._order):
+        if any(self._held_by_limit(t) for t in self._order):
             self.limiter.held_back()  # something waits and only the awaiting limit stops it
         return PollResult(
             released, rejected, next_wakeup(self._order, now), promoted, aged_ids, sent_as
@@ -319,7 +320,7 @@ class Dispatcher(Rooms):
         if counted is None:
             counted = counted_tier(self._order, tier)
         stale_s = tier.lifo_s if tier.lifo_s is not None else 0.0
-        feed = self._feed
+        feed = self._feed  # beyond it, fresh ones go as the next tier's too
         home = counted
         share_rule = self.min_share > 0
         taken = 0
@@ -341,14 +342,13 @@ class Dispatcher(Rooms):
                     full = True  # another tier is owed its share: it goes next
                     break
                 counted = home
-                if demote is not None and now - entry.arrived > stale_s:
+                beyond = feed is not None and home.awaiting >= feed
+                if demote is not None and (now - entry.arrived > stale_s or beyond):
                     if not self._has_room(demote):
-                        full = True  # every request left is stale (newest first)
+                        self._feed_held |= beyond
+                        full = True  # no room for what is left (newest first)
                         break
                     counted = demote
-                elif demote is not None and feed is not None and home.awaiting >= feed:
-                    full = True  # the newest wait here for the feed (`_spill` sends the oldest)
-                    break
                 dq.pop() if lifo else dq.popleft()
                 del self._queued[entry.req.id]
                 tier.taken(entry)

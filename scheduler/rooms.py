@@ -3,16 +3,15 @@
 A mixin over the dispatcher's state, kept apart so that each rule reads on its own: the slot
 caps (`max_in_flight`, `reserved_slots`, the recovery reserve of scheduler/reserve.py), the
 awaiting limit per tier (the most urgent tier's allowance, scheduler/limiter.py), and the room
-of a starvation-bound release, and the spill of a backed-up most urgent tier. Pure: every
-input is the dispatcher's state or `now`.
+of a starvation-bound release. Pure: every input is the dispatcher's state or `now`.
 """
 
 from __future__ import annotations
 
 from scheduler.limiter import AwaitingLimit
 from scheduler.queues import Flight, TierQueue
-from scheduler.selection import ShareWindow, awaiting_upto, owed_tier, release_order
-from scheduler.types import Request
+from scheduler.reserve import RecoveryReserve
+from scheduler.selection import ShareWindow, awaiting_upto, owed_tier
 
 
 class Rooms:
@@ -26,25 +25,15 @@ class Rooms:
     _recovery_cap: int | None
     _urgent_backed_up: bool  # the most urgent tier was backed up at the poll's start
     _feed: int | None  # its awaiting in the engine while backed up (`_release`), if any
+    _feed_boost: int
+    _feed_held: bool
+    recovery: RecoveryReserve
     _shares: ShareWindow
     max_in_flight: int
     reserved: int
     min_share: float
     engine_priority: bool
     limiter: AwaitingLimit
-
-    def _release(
-        self,
-        tier: TierQueue,
-        room: int,
-        now: float,
-        out: list[Request],
-        sent_as: dict[str, str],
-        *,
-        lifo: bool = False,
-        counted: TierQueue | None = None,
-    ) -> None:
-        raise NotImplementedError  # the dispatcher's (scheduler/dispatcher.py)
 
     def _cap(self, tier: TierQueue) -> int:
         """The in-flight count under which `tier` may take a slot: the less urgent tiers leave
@@ -87,46 +76,38 @@ class Rooms:
         limit): how many of its requests may await their first token in the engine as its own,
         the limiter's `feed` (what the engine starts next). The gateway serves that backlog
         newest first, the engine its queue oldest first within a priority: each urgent
-        request waiting there is one more that a request sent now waits behind. Beyond it
-        the newest wait here, and `Dispatcher._spill` keeps the engine busy with the oldest
-        (stale) ones as the next tier's. None: no bound."""
-        if len(self._order) < 2 or not (
-            self._urgent_backed_up and self.engine_priority and self.limiter.adaptive
-        ):
+        request waiting there is one more that a request sent now waits behind. Releases
+        beyond it go as the next tier's (`demoted_tier`), as stale ones do. None: no bound."""
+        if not (self._urgent_backed_up and self.engine_priority and self.limiter.adaptive):
+            self._feed_boost = 0
             return None
-        return self.limiter.feed(self._order[0].name, now)
+        feed = self.limiter.feed(self._order[0].name, now)
+        return None if feed is None else feed + self._feed_boost
 
-    def _held_by_limit(self, tier: TierQueue, now: float) -> bool:
+    def _boost_feed(self, running: int) -> None:
+        """An engine reading (/metrics, once a second). If the feed held fresh requests back
+        since the last one while sequences stood free, it is too small for this engine: the
+        gateway refills it only a first token later (Little's law; a CPU-starved gateway sees
+        first tokens late, and the feed's no-queue latency is the best of 30 s), so it grows
+        by the free count; with every sequence running it is halved back."""
+        held, self._feed_held = self._feed_held, False
+        free = self.recovery.sequences(self.max_in_flight) - running
+        if held and free > 0:
+            self._feed_boost = min(self.max_in_flight, self._feed_boost + free)
+        elif free <= 0:
+            self._feed_boost //= 2
+
+    def _held_by_limit(self, tier: TierQueue) -> bool:
         """`tier` holds requests that only the awaiting limit keeps here (the limiter grows
-        then). A backed-up most urgent tier (`_feed` set): with its feed full it sends more
-        only by `_spill`, which only the limit bounds, if its oldest is stale; else a stale
-        newest goes in the next tier's room, held by the limit only if that tier's slots
-        (the recovery reserve included) would take it."""
+        then). A backed-up most urgent tier past its feed sends more only as the next tier's:
+        held by the limit only if that tier's slots would take them."""
         flight = len(self._flight)
         if not (tier.depth and flight < self._cap(tier) and self._lower_room(tier)):
             return False
-        feed = self._feed
-        if tier.rank or feed is None:
+        if tier.rank or self._feed is None or len(self._order) < 2:
             return True
-        stale_s = tier.lifo_s or 0.0
-        if tier.awaiting >= feed:
-            oldest = tier.oldest()
-            return oldest is not None and now - oldest.arrived > stale_s
-        groups = release_order(tier, True)
-        if not groups or now - groups[0][-1].arrived <= stale_s:
-            return True  # a fresh newest: the tier's own limit holds it
         down = self._order[1]
         return flight < self._cap(down) and self._lower_room(down) > 0
-
-    def _spill_room(self, down: TierQueue) -> bool:
-        """Room for a stale request of the backed-up most urgent tier sent by `_spill` as
-        `down`'s: a free slot, and room under the awaiting limit as `down` counts it. Neither
-        `reserved_slots` nor the recovery reserve applies: it is the most urgent tier's work
-        during its overload, at a lower engine priority only so that what is sent after it
-        passes it. (Held to the feed alone, that tier was throttled to its feed per first-token
-        time, Little's law, as by the fixed awaiting cap once: vLLM ran 12 of 16 sequences in a
-        shared-core overload.)"""
-        return len(self._flight) < self.max_in_flight and self._awaiting_upto(down) < self._limit
 
     def _awaiting_upto(self, tier: TierQueue) -> int:
         return awaiting_upto(self._order, tier, self._awaiting, self.engine_priority)
@@ -152,20 +133,3 @@ class Rooms:
 
     def _owed_tier(self, besides: TierQueue | None = None) -> TierQueue | None:
         return owed_tier(self._order, self._shares, self.min_share, self._share_room, besides)
-
-    def _spill(self, now: float, out: list[Request], sent_as: dict[str, str]) -> bool:
-        """While the backed-up most urgent tier's feed is full, its oldest stale request goes
-        to the engine as the next tier's, in `_spill_room`: the engine stays busy with the
-        backlog (at that tier's priority, behind anything sent after it) while the newest wait
-        here for the feed. Once the feed has room (the overload is over) this stops, and the
-        stale backlog has only the next tier's room (the recovery reserve applies)."""
-        urgent, down = self._order[0], self._order[1]
-        feed = self._feed
-        if feed is None or urgent.awaiting < feed or not self._spill_room(down):
-            return False
-        oldest = urgent.oldest()
-        if oldest is None or now - oldest.arrived <= (urgent.lifo_s or 0.0):
-            return False
-        before = len(out)
-        self._release(urgent, 1, now, out, sent_as, counted=down)
-        return len(out) > before

@@ -266,43 +266,19 @@ class Model:
             or not self.backed_up(q.tier, pending, now)
         ):
             return None
-        return urgency[1] if now - q.arrived > lifo / 1000.0 else None
-
-    def own_awaiting(self, tier: str) -> int:
-        return sum(1 for rid, aw in self.flight.items() if aw and self.flight_tier[rid] == tier)
-
-    def feed_full(self, tier: str) -> bool:
-        """The backed-up most urgent tier has its feed awaiting as its own."""
-        return self.feed is not None and self.own_awaiting(tier) >= self.feed
-
-    def can_spill(self, tier: str, in_flight: int, pending: list[Queued], now: float) -> bool:
-        """May the oldest (stale) request of the backed-up most urgent tier go as the next
-        tier's now (its feed full): a free slot and room under the limit as that tier counts."""
-        urgency = self.config.tiers_by_urgency()
-        lifo = self.config.scheduler.admission.lifo_after_ms
-        cap = self.config.scheduler.admission.max_in_flight
-        assert cap is not None
-        return (
-            tier == urgency[0]
-            and bool(pending)
-            and self.feed_full(tier)
-            and lifo is not None
-            and now - pending[0].arrived > lifo / 1000.0
-            and in_flight < cap
-            and self.awaiting_upto(urgency[1]) < self.limit
-        )
+        if now - q.arrived > lifo / 1000.0:
+            return urgency[1]
+        # A fresh one too, once the tier's own awaiting has reached its feed.
+        own = sum(1 for rid, aw in self.flight.items() if aw and self.flight_tier[rid] == q.tier)
+        return urgency[1] if self.feed is not None and own >= self.feed else None
 
     def can_go(self, tier: str, in_flight: int, pending: list[Queued], now: float) -> bool:
         """May `tier`'s next request (newest while backed up) take a slot now?"""
         if pending and self.backed_up(tier, pending, now):
-            if self.can_spill(tier, in_flight, pending, now):
-                return True
             newest = max(pending, key=lambda q: q.seq)
             down = self.demoted(newest, pending, now)
             if down is not None:
                 return self.eligible(down, in_flight)
-            if self.feed_full(tier):
-                return False  # the newest wait for the feed
         return self.eligible(tier, in_flight)
 
     def share_eligible(self, tier: str, in_flight: int) -> bool:
@@ -415,19 +391,9 @@ def check_poll(d: Dispatcher, m: Model, now: float) -> None:
                 # Sent and counted as the most urgent tier's, while a more urgent tier waits.
                 if any(pending[u] for u in urgency[: rank[q.tier]]):
                     counted = urgency[0]
-        elif (
-            len(urgency) > 1
-            and result.sent_as.get(r.id) == urgency[1]
-            and q.seq == pending[q.tier][0].seq
-            and m.can_spill(q.tier, in_flight, pending[q.tier], now)
-        ):  # the oldest stale one sent on while the feed is full
-            assert aged is None and not owed
-            counted = urgency[1]
         else:
             assert aged is None, f"{aged} past its age bound passed over by {r.id}"
             down = m.demoted(q, pending[q.tier], now)
-            if down is None and q.tier == urgency[0] and m.backed_up(q.tier, pending[q.tier], now):
-                assert not m.feed_full(q.tier), "sent as the most urgent beyond its feed"
             if down is not None:  # a stale request of a backed-up most urgent tier
                 counted = down
             assert m.eligible(counted if down else q.tier, in_flight), (
