@@ -78,8 +78,6 @@ class Dispatcher(Rooms):
         self._recovery_cap: int | None = None  # in-flight cap of the less urgent tiers, if any
         self._urgent_backed_up = False
         self._feed: int | None = None
-        self._feed_boost = 0  # added to the feed while it leaves sequences idle (`_boost_feed`)
-        self._feed_held = False  # the feed held a fresh request back since the last reading
         self._apply(config)
 
     # -- configuration --------------------------------------------------------------------
@@ -177,7 +175,6 @@ class Dispatcher(Rooms):
         self.limiter.engine_waiting(count, now)
         if running is not None:
             self.recovery.engine_reading(running, count)
-            self._boost_feed(running)
             if count > 0 and running > 0 and self._order and self._order[0].awaiting:
                 # Every sequence taken and a most urgent request waiting for one.
                 self.recovery.waited_in_engine(now, self.max_in_flight)
@@ -342,11 +339,11 @@ class Dispatcher(Rooms):
                     full = True  # another tier is owed its share: it goes next
                     break
                 counted = home
-                beyond = feed is not None and home.awaiting >= feed
-                if demote is not None and (now - entry.arrived > stale_s or beyond):
+                if demote is not None and (
+                    now - entry.arrived > stale_s or (feed is not None and home.awaiting >= feed)
+                ):
                     if not self._has_room(demote):
-                        self._feed_held |= beyond
-                        full = True  # no room for what is left (newest first)
+                        full = True  # every request left is stale (newest first)
                         break
                     counted = demote
                 dq.pop() if lifo else dq.popleft()

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from scheduler.limiter import AwaitingLimit
 from scheduler.queues import Flight, TierQueue
-from scheduler.reserve import RecoveryReserve
 from scheduler.selection import ShareWindow, awaiting_upto, owed_tier
 
 
@@ -25,9 +24,6 @@ class Rooms:
     _recovery_cap: int | None
     _urgent_backed_up: bool  # the most urgent tier was backed up at the poll's start
     _feed: int | None  # its awaiting in the engine while backed up (`_release`), if any
-    _feed_boost: int
-    _feed_held: bool
-    recovery: RecoveryReserve
     _shares: ShareWindow
     max_in_flight: int
     reserved: int
@@ -79,23 +75,8 @@ class Rooms:
         request waiting there is one more that a request sent now waits behind. Releases
         beyond it go as the next tier's (`demoted_tier`), as stale ones do. None: no bound."""
         if not (self._urgent_backed_up and self.engine_priority and self.limiter.adaptive):
-            self._feed_boost = 0
             return None
-        feed = self.limiter.feed(self._order[0].name, now)
-        return None if feed is None else feed + self._feed_boost
-
-    def _boost_feed(self, running: int) -> None:
-        """An engine reading (/metrics, once a second). If the feed held fresh requests back
-        since the last one while sequences stood free, it is too small for this engine: the
-        gateway refills it only a first token later (Little's law; a CPU-starved gateway sees
-        first tokens late, and the feed's no-queue latency is the best of 30 s), so it grows
-        by the free count; with every sequence running it is halved back."""
-        held, self._feed_held = self._feed_held, False
-        free = self.recovery.sequences(self.max_in_flight) - running
-        if held and free > 0:
-            self._feed_boost = min(self.max_in_flight, self._feed_boost + free)
-        elif free <= 0:
-            self._feed_boost //= 2
+        return self.limiter.feed(self._order[0].name, now)
 
     def _held_by_limit(self, tier: TierQueue) -> bool:
         """`tier` holds requests that only the awaiting limit keeps here (the limiter grows

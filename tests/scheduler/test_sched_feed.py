@@ -13,7 +13,7 @@ import statistics
 
 import pytest
 
-from scheduler import Dispatcher, Request
+from scheduler import Dispatcher
 from tests.scheduler.sched_engine import EngineRun, poisson, run_engine
 from tests.scheduler.sched_helpers import make_config
 
@@ -67,36 +67,3 @@ def test_below_a_backlog_online_goes_as_online() -> None:
     )  # fmt: skip
     assert d.urgent_feed is None
     assert run.done == len(run.arrived_at)
-
-
-def test_the_feed_grows_while_it_leaves_sequences_idle() -> None:
-    # The feed's no-queue latency is the best first token of 30 s; a CPU-starved gateway sees
-    # most first tokens much later, refills the feed late, and sequences stand idle (a
-    # shared-core vLLM ran 12 of 16). An engine reading with free sequences while the feed
-    # held requests back makes the feed larger; one with every sequence running halves that.
-    d = Dispatcher(make_config(admission={"min_share": 0}))
-    d.engine_waiting(3, 0.0, running=16)  # the engine's limit: 16 sequences
-    for i in range(16):
-        d.arrive(Request(f"a{i}", "online", 100, 10), 0.0)
-    assert len(d.poll(0.0).released) == 16
-    for i in range(16):
-        d.first_token(f"a{i}", 0.05)  # a no-queue first token: 50 ms
-        d.complete(f"a{i}", 0.06)
-    for i in range(30):
-        d.arrive(Request(f"o{i}", "online", 100, 10), 0.1)
-    sent = [r.id for r in d.poll(0.1).released]
-    for rid in sent:
-        d.first_token(rid, 1.15)
-    for i in range(5):
-        d.arrive(Request(f"f{i}", "online", 100, 10), 1.2)
-    first = d.poll(1.2)  # backed up (the rest of o* waited over 1 s): the feed, 2
-    assert d.urgent_feed == 2
-    assert [r.id for r in first.released] == ["f4", "f3"]
-    d.engine_waiting(0, 1.3, running=10)  # 6 sequences free while f0-f2 waited
-    second = d.poll(1.3)
-    assert d.urgent_feed == 2 + 6
-    assert [r.id for r in second.released][:3] == ["f2", "f1", "f0"]
-    assert all(r.id not in second.sent_as for r in second.released[:3])  # as online
-    d.engine_waiting(2, 1.4, running=16)  # every sequence running: halved
-    d.poll(1.4)
-    assert d.urgent_feed == 2 + 3
