@@ -47,6 +47,7 @@ def test_after_a_flood_a_new_online_request_waits_behind_at_most_the_feed(reserv
         during = [r for r in online_after(run, 5.0, 20.0) if run.sent_priority.get(r) == online]
         assert len(during) > 100
         assert max(run.ahead[r] for r in during) <= 2
+        assert run.mean_running(5.0, 20.0) > 15.9  # and the engine kept busy meanwhile
     first = online_after(run, 20.0, 21.0)
     assert len(first) >= 5
     assert max(run.ahead[r] for r in first) <= 2
