@@ -346,6 +346,9 @@ class Agent:
             "awaiting_limit_adaptive": stats.awaiting_limit_adaptive,
             # Slots the less urgent tiers leave to the most urgent now (scheduler/reserve.py).
             "reserved_slots": stats.reserved_slots,
+            # Online requests that may await in the engine as online while online is backed
+            # up (the feed, scheduler/rooms.py); null otherwise.
+            "awaiting_feed": stats.awaiting_feed,
             "engine": {
                 **self.engine_info(),
                 "pid": self.supervisor.pid if self.supervisor else None,

@@ -413,4 +413,5 @@ class Dispatcher(Rooms):
             recent=list(self._recent),
             shares=self._shares.counts,
             limiter=self.limiter,
+            feed=self._feed,
         )

@@ -115,6 +115,7 @@ def scheduler_stats(
     recent: list[tuple[str, float, int, int, float]],
     shares: dict[str, int] | None = None,
     limiter: AwaitingLimit | None = None,
+    feed: int | None = None,
 ) -> SchedulerStats:
     counts = shares or {}
     window = sum(counts.values())
@@ -151,4 +152,5 @@ def scheduler_stats(
         first_token_baseline_s=baseline_s,
         first_token_recent_s=recent_s,
         engine_waiting=limiter.engine_reading if limiter is not None else None,
+        awaiting_feed=feed,
     )

@@ -103,3 +103,6 @@ class SchedulerStats:
     first_token_baseline_s: float | None = None  # the limiter's no-queue first-token latency
     first_token_recent_s: float | None = None  # its recent (weighted mean) first-token latency
     engine_waiting: int | None = None  # the engine's last reported waiting count
+    # The backed-up most urgent tier's feed as of the last poll (None: not backed up, or no
+    # feed: an FCFS engine or a fixed limit); scheduler/rooms.py.
+    awaiting_feed: int | None = None

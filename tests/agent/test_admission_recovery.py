@@ -13,6 +13,7 @@ sequence and the online request's first token comes after the first batch stream
 from __future__ import annotations
 
 import asyncio
+import itertools
 import re
 import time
 from pathlib import Path
@@ -56,8 +57,23 @@ async def test_after_an_online_backlog_batch_leaves_online_half_the_sequences(
         async with httpx.AsyncClient(timeout=120, limits=httpx.Limits(max_connections=64)) as c:
             await asyncio.sleep(1.2)  # the agent learns the model list on its first tick
             assert agent.status()["reserved_slots"] == 0  # nothing pressed online yet
-            # The flood: 64 online streams on 4 sequences, seconds of backlog in the gateway.
-            await asyncio.gather(*(stream(c, agent.url, "online", 40) for _ in range(64)))
+            # The flood: 64 online streams on 4 sequences, sent over 3 s, seconds of backlog.
+            flood: list[asyncio.Task[tuple[float, float]]] = []
+            feeds: list[tuple[int | None, int]] = []  # (awaiting_feed, online awaiting as online)
+            for i in range(64):
+                flood.append(asyncio.create_task(stream(c, agent.url, "online", 40)))
+                await asyncio.sleep(0.05)
+                if i % 4 == 3:
+                    seen = await asyncio.to_thread(agent.status)
+                    awaiting = seen["tiers"]["online"]["awaiting_first_token"]
+                    feeds.append((seen["awaiting_feed"], awaiting))
+            await asyncio.gather(*flood)
+            # Backed up, online requests sent during the backlog awaited in the engine as online
+            # only up to the feed: what awaited before it drains, nothing is added above it.
+            fed = [(f, a) for f, a in feeds if f is not None]
+            assert len(fed) >= 3, feeds
+            assert all(1 <= f <= 4 for f, _ in fed), feeds
+            assert all(b <= max(a, f) for (_, a), (f, b) in itertools.pairwise(fed)), feeds
             status = agent.status()
             # Learned: 4 sequences; half of them kept (max_in_flight is 256, attached).
             assert status["reserved_slots"] == status["max_in_flight"] - 2, status

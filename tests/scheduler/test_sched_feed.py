@@ -54,6 +54,7 @@ def test_after_a_flood_a_new_online_request_waits_behind_at_most_the_feed(reserv
     ttft = statistics.median(run.first_token_at[r] - run.arrived_at[r] for r in first)
     # Two ~1/16 s waits for a sequence and a 30 ms prefill; without the feed 0.6-0.7 s.
     assert ttft < 0.4, ttft
+    assert d.stats(40.0).awaiting_feed == d.urgent_feed  # what the agent's status shows
     # The limit did not grow while the feed held online back (the engine's queue was short
     # because the gateway kept it short, not because the engine was idle).
     assert d.max_awaiting <= 16
@@ -67,4 +68,5 @@ def test_below_a_backlog_online_goes_as_online() -> None:
         priority=True, report_waiting_every_s=1.0,
     )  # fmt: skip
     assert d.urgent_feed is None
+    assert d.stats(20.0).awaiting_feed is None
     assert run.done == len(run.arrived_at)
