@@ -189,30 +189,27 @@ async def _patient(
     body: bytes,
     headers: dict[str, str],
     patience: float | None,
-    seen: list[float] | None = None,
-) -> float | None:
-    """One streamed request; its TTFT, or None. The client gives up (and disconnects, so the
-    engine or the gateway drops the request) when no first token came within `patience` s;
-    once its stream runs it reads it to the end, as a chat client does. The bound also keeps
-    the direct engine's backlog from holding every stream of the overload on this core.
-    The TTFT also goes into `seen` as soon as it is known (a stream cut off later keeps it)."""
+    seen: list[float],
+) -> None:
+    """One streamed request; its TTFT goes into `seen` as soon as it is known (a stream cut
+    off later, or still open when the run ends, keeps it). The client gives up (and
+    disconnects, so the engine or the gateway drops the request) when no first token came
+    within `patience` s; once its stream runs it reads it to the end, as a chat client does.
+    The bound also keeps the direct engine's backlog from holding every stream of the overload
+    on this core."""
     t0 = time.perf_counter()
-    ttft: float | None = None
     try:
         async with asyncio.timeout(patience) as clock:
             async with session.post(url, data=body, headers=headers) as response:
                 if response.status != 200:
                     await response.read()
-                    return None
+                    return
                 async for chunk in response.content.iter_any():
-                    if ttft is None and _FIRST_TOKEN.search(chunk):
-                        ttft = time.perf_counter() - t0
+                    if not seen and _FIRST_TOKEN.search(chunk):
+                        seen.append(time.perf_counter() - t0)
                         clock.reschedule(None)
-                        if seen is not None:
-                            seen.append(ttft)
     except Exception:
         pass  # gave up, or the stream broke after its first token (counted as served)
-    return ttft
 
 
 async def _phase_load(

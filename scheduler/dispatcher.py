@@ -343,7 +343,7 @@ class Dispatcher(Rooms):
                     now - entry.arrived > stale_s or (feed is not None and home.awaiting >= feed)
                 ):
                     if not self._has_room(demote):
-                        full = True  # every request left is stale (newest first)
+                        full = True  # no room one tier down for what is left (newest first)
                         break
                     counted = demote
                 dq.pop() if lifo else dq.popleft()

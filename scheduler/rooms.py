@@ -64,7 +64,7 @@ class Rooms:
         request awaiting its first token: the engine gives a freed slot to an urgent request
         ahead of those, and an urgent request held here lets them take it instead."""
         urgent = self._order[0]
-        drain = 0 if urgent.backed_up(now) else self.limiter.drain_allowance(urgent.name, now)
+        drain = 0 if self._urgent_backed_up else self.limiter.drain_allowance(urgent.name, now)
         return drain + sum(tier.awaiting for tier in self._order[1:])
 
     def _feed_now(self, now: float) -> int | None:

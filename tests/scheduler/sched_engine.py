@@ -13,7 +13,6 @@ from __future__ import annotations
 import heapq
 import itertools
 import random
-from collections import deque
 from dataclasses import dataclass, field
 
 from scheduler import Dispatcher, Request
@@ -72,8 +71,9 @@ def run_engine(
         heapq.heappush(events, (at, next(seq), "arrive", tier))
     if report_waiting_every_s:
         heapq.heappush(events, (0.0, next(seq), "scrape", ""))
-    queue: deque[str] = deque()  # FCFS
-    ranked: list[tuple[int, int, str]] = []  # with `priority`: (engine priority, order, id)
+    # The engine's queue: (engine priority, arrival order, id); all one priority unless
+    # `priority`, so FCFS.
+    ranked: list[tuple[int, int, str]] = []
     sent_prio: dict[str, int] = {}
     queues = d.config.scheduler.queues
     running = 0
@@ -83,8 +83,8 @@ def run_engine(
 
     def start_some(now: float) -> None:
         nonlocal running
-        while (ranked if priority else queue) and running < slots:
-            rid = heapq.heappop(ranked)[2] if priority else queue.popleft()
+        while ranked and running < slots:
+            rid = heapq.heappop(ranked)[2]
             running += 1
             heapq.heappush(events, (now + prefill_s, next(seq), "token", rid))
 
@@ -92,7 +92,7 @@ def run_engine(
         now, _, kind, what = heapq.heappop(events)
         if now > end:
             break
-        if running < slots and not queue and not ranked and d.queued:
+        if running < slots and not ranked and d.queued:
             run.idle_slot_with_backlog_s += (now - last) * (slots - running)
         last = now
         if kind == "arrive":
@@ -100,12 +100,10 @@ def run_engine(
             run.arrived_at[rid] = now
             d.arrive(Request(rid, what, 100, 10), now)
         elif kind == "at_engine":
-            if priority:
-                prio = run.sent_priority[what] = sent_prio.pop(what)
+            prio = run.sent_priority[what] = sent_prio.pop(what)
+            if priority:  # O(queue) a request: only where a test reads it
                 run.ahead[what] = sum(1 for p, _, _ in ranked if p <= prio)
-                heapq.heappush(ranked, (prio, next(seq), what))
-            else:
-                queue.append(what)
+            heapq.heappush(ranked, (prio, next(seq), what))
             start_some(now)
         elif kind == "token":
             heapq.heappush(events, (now + hop_s, next(seq), "seen", what))
@@ -122,16 +120,16 @@ def run_engine(
         elif kind == "complete":
             d.complete(what, now)
         elif kind == "scrape":
-            d.engine_waiting(len(ranked) if priority else len(queue), now, running=running)
+            d.engine_waiting(len(ranked), now, running=running)
             assert report_waiting_every_s is not None
             heapq.heappush(events, (now + report_waiting_every_s, next(seq), "scrape", ""))
-        run.engine_queue_samples.append(len(ranked) if priority else len(queue))
+        run.engine_queue_samples.append(len(ranked))
         if not run.running or run.running[-1][1] != running:
             run.running.append((now, running))
         result = d.poll(now)
         for r in result.released:
             run.released_at[r.id] = now
-            sent_prio[r.id] = queues[result.sent_as.get(r.id, r.tier)].priority
+            sent_prio[r.id] = queues[result.sent_as.get(r.id, r.tier)].priority if priority else 0
             heapq.heappush(events, (now + hop_s, next(seq), "at_engine", r.id))
         if kind == "scrape" and not any(e[2] != "scrape" for e in events):
             break
