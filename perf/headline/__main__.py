@@ -3,7 +3,10 @@ the table, write the JSON; with ``--store``, also store every arm as a benchmark
 console's database (what ``python manage.py headline`` does in one go).
 
 `--engine vllm` uses tools/vllm_env.py's CPU build and tiny model unless `--vllm-model` names
-another model (then `--vllm-command`, default `vllm`, serves it)."""
+another model (then `--vllm-command`, default `vllm`, serves it).
+
+`--rounds N` runs the arms N times, paired, and judges each against `--reference` (default b)
+over the rounds, run-to-run noise included (rounds.py); `--json` then writes that record."""
 
 from __future__ import annotations
 
@@ -13,7 +16,7 @@ import os
 import sys
 from pathlib import Path
 
-from console.bench.headline.experiment import run_experiment
+from console.bench.headline.experiment import Options, run_experiment
 from console.bench.headline.options import (
     add_experiment_arguments,
     add_vllm_arguments,
@@ -23,6 +26,7 @@ from console.bench.headline.options import (
 from console.bench.headline.procs import VllmEngine
 from console.bench.headline.report import render
 from console.bench.headline.workload import VLLM_HARDWARE
+from perf.headline.rounds import render_judgement, run_rounds
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -38,6 +42,19 @@ def build_parser() -> argparse.ArgumentParser:
         default="own",
         help="--engine vllm: vLLM on core 0, gateway and client on the others (own), or "
         "vLLM's threads, the gateway and the client all on every core (shared)",
+    )
+    p.add_argument(
+        "--rounds",
+        type=int,
+        choices=range(1, 21),
+        default=1,
+        metavar="N",
+        help="run the arms N times (1-20), paired, and judge them over the rounds",
+    )
+    p.add_argument(
+        "--reference",
+        default="b",
+        help="--rounds: the arm the others are judged against (default b, engine priority)",
     )
     p.add_argument(
         "--store",
@@ -78,6 +95,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     problem = check(args)
+    if problem is None and args.rounds > 1 and args.reference not in args.arms:
+        problem = f"--reference {args.reference}: not among --arms {args.arms}"
     if problem:
         parser.error(problem)
     if args.engine_cores == "shared":
@@ -85,12 +104,29 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["TIERGATE_VLLM_CPUS"] = ",".join(str(c) for c in sorted(os.sched_getaffinity(0)))
     vllm = dev_vllm(args.engine_nice) if args.engine == "vllm" and not args.vllm_model else None
     options = options_from_args(args, [sys.executable, "-m", "perf.headline", *argv], vllm)
+    if args.rounds > 1:
+        return _rounds(args, options)
     experiment = run_experiment(options, log=lambda m: print(m, file=sys.stderr))
     print(render(experiment.doc))
     if args.json_path is not None:
         args.json_path.write_text(json.dumps(experiment.doc, indent=2), encoding="utf-8")
     if args.store:
         store_in_console(Path(experiment.doc["workdir"]))
+    return 0
+
+
+def _rounds(args: argparse.Namespace, options: Options) -> int:
+    record = run_rounds(
+        options, args.rounds, args.reference, log=lambda m: print(m, file=sys.stderr)
+    )
+    for doc in record["docs"]:
+        print(render(doc), end="\n\n")
+    print(render_judgement(record["judgement"], args.reference))
+    if args.json_path is not None:
+        args.json_path.write_text(json.dumps(record, indent=2), encoding="utf-8")
+    if args.store:
+        for workdir in record["round_workdirs"]:
+            store_in_console(Path(workdir))
     return 0
 
 

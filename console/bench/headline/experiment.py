@@ -157,10 +157,10 @@ def run_experiment(opts: Options, log: Callable[[str], None] = print) -> Experim
             f"{setup.rate:.2f} req/s ({opts.load_factor:g}x)"
         )
     outcomes: list[ArmOutcome] = []
-    for arm in standard_arms():
-        if arm.key in opts.arms:
-            log(f"arm ({arm.key}) {arm.title}: {opts.duration_s:g} s at {setup.rate:.2f} req/s")
-            outcomes.append(run_arm(arm, setup))
+    by_key = {arm.key: arm for arm in standard_arms()}
+    for arm in (by_key[key] for key in dict.fromkeys(opts.arms) if key in by_key):  # as given
+        log(f"arm ({arm.key}) {arm.title}: {opts.duration_s:g} s at {setup.rate:.2f} req/s")
+        outcomes.append(run_arm(arm, setup))
     search: dict[str, Any] | None = None
     if "e" in opts.arms and opts.search_trial_s:
         by_key = {o.arm.key: o for o in outcomes}

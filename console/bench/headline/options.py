@@ -27,7 +27,7 @@ def add_experiment_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sweep-step", type=float, default=10.0, help="seconds per sweep step")
     p.add_argument("--search-trial", type=float, default=15.0, help="seconds per search trial")
     p.add_argument("--no-search", action="store_true", help="skip the search and arm (e)")
-    p.add_argument("--arms", default="abcde", help="subset of a,b,c,d,e,f,g,h")
+    p.add_argument("--arms", default="abcde", help="a subset of a-h, run in the order given")
     p.add_argument(
         "--engine",
         choices=ENGINES,

@@ -1,0 +1,90 @@
+"""`python -m perf.headline --rounds N` (perf/headline/rounds.py): paired rounds of the arms and
+a verdict over them that includes run-to-run noise.
+
+The verdict is pure and checked on drawn data: two arms from one distribution (A/A) get no
+verdict, an arm with twice the tail is resolved worse, and a throughput loss misses the target
+whatever the tail. One short real run on the simulator checks the rounds themselves: a seed per
+round, the order reversed on even rounds, the rate of round 1 kept."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from perf.headline.__main__ import main
+from perf.headline.rounds import judge, round_arms
+
+
+def _round(rng: np.random.Generator, arms: dict[str, tuple[float, float]]) -> dict[str, Any]:
+    """One round: per arm (TTFT scale in s, throughput) -> 400 lognormal TTFTs."""
+    return {
+        key: {"ttft_s": list(scale * rng.lognormal(0, 0.6, 400)), "throughput_rps": rps}
+        for key, (scale, rps) in arms.items()
+    }
+
+
+def test_the_same_arm_twice_is_rarely_called_a_change() -> None:
+    """A/A: 200 judgements of four rounds in which both arms draw from one distribution (the
+    rounds differ from each other, as runs do). A 95% interval may exclude x1 in about 5%."""
+    rng = np.random.default_rng(5)
+    results = [
+        judge([_round(rng, {"b": (s, 10.0), "d": (s, 10.0)}) for s in (0.2, 0.3, 0.25, 0.22)])
+        for _ in range(200)
+    ]
+    assert sum(r["d"]["resolved"] for r in results) <= 16  # 8%
+    assert sum(r["d"]["p99_unpaired"]["verdict"] != "no clear change" for r in results) <= 16
+    one = results[0]["d"]
+    assert one["rounds"] == 4 and len(one["per_round"]) == 4
+    assert 0.7 < one["p99_ratio_pooled"] < 1.4 and one["throughput_ratio"] == 1.0
+
+
+def test_twice_the_tail_is_resolved_worse_and_misses_the_target() -> None:
+    rng = np.random.default_rng(6)
+    rounds = [_round(rng, {"b": (s, 10.0), "d": (2 * s, 10.0)}) for s in (0.2, 0.3, 0.25)]
+    result = judge(rounds, "b")["d"]
+    assert result["p99_verdict"] == "worse" and result["resolved"]
+    assert result["p99_ratio_interval"][0] > 1.5
+    assert not result["meets_target"]
+    assert all(r["p99_ratio"] > 1.5 for r in result["per_round"])
+    assert 1.6 < result["p99_ratio"] < 2.5
+
+
+def test_a_lower_tail_meets_the_target_only_with_the_throughput() -> None:
+    rng = np.random.default_rng(7)
+    good = [_round(rng, {"b": (s, 10.0), "d": (s / 2, 9.7)}) for s in (0.2, 0.3, 0.25)]
+    assert judge(good, "b")["d"]["meets_target"]
+    slow = [_round(rng, {"b": (s, 10.0), "d": (s / 2, 9.0)}) for s in (0.2, 0.3, 0.25)]
+    assert not judge(slow, "b")["d"]["meets_target"]
+
+
+def test_even_rounds_run_the_arms_in_reverse() -> None:
+    assert [round_arms("bdh", i) for i in range(3)] == ["bdh", "hdb", "bdh"]
+
+
+def test_the_reference_must_be_one_of_the_arms() -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--rounds", "2", "--arms", "ad", "--no-search", "--rate", "5"])
+    assert exit_info.value.code == 2
+
+
+@pytest.mark.slow
+def test_two_rounds_on_the_simulator(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "rounds.json"
+    argv = ["--rounds", "2", "--arms", "ab", "--reference", "b", "--no-search", "--rate", "12",
+            "--duration", "3", "--warmup", "1", "--seed", "4", "--workdir", str(tmp_path / "w"),
+            "--json", str(out)]  # fmt: skip
+    assert main(argv) == 0
+    record = json.loads(out.read_text())
+    docs = record["docs"]
+    assert [d["workload"]["seed"] for d in docs] == [4, 5]
+    assert [[a["key"] for a in d["arms"]] for d in docs] == [["a", "b"], ["b", "a"]]
+    assert {d["workload"]["rate_rps"] for d in docs} == {12.0}
+    assert record["round_workdirs"] == [str(tmp_path / "w" / f"round-{i}") for i in (1, 2)]
+    verdict = record["judgement"]["a"]
+    assert verdict["rounds"] == 2 and verdict["p99_unpaired"]["runs_a"] == 2
+    assert all(r["p99_ratio"] > 0 for r in verdict["per_round"])
+    assert "arm (a), 2 rounds" in capsys.readouterr().out
