@@ -182,6 +182,9 @@ def run_rounds(
         "reference": reference,
         "rate_rps": rate,
         "judgement": result,
+        # What the judgement read, per round and arm: judge(record["records"], "a") judges
+        # against another arm afterwards.
+        "records": records,
         "round_workdirs": [d["workdir"] for d in docs],
         "docs": docs,
     }

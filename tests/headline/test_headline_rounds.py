@@ -88,3 +88,5 @@ def test_two_rounds_on_the_simulator(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert verdict["rounds"] == 2 and verdict["p99_unpaired"]["runs_a"] == 2
     assert all(r["p99_ratio"] > 0 for r in verdict["per_round"])
     assert "arm (a), 2 rounds" in capsys.readouterr().out
+    again = judge(record["records"], "a")["b"]  # the other way round, from the record alone
+    assert again["rounds"] == 2 and again["p99_unpaired"]["runs_b"] == 2
