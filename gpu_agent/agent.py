@@ -349,6 +349,8 @@ class Agent:
             # Online requests that may await in the engine as online while online is backed
             # up (the feed, scheduler/rooms.py); null otherwise.
             "awaiting_feed": stats.awaiting_feed,
+            # The engine's sequence limit as the gateway learned it (null until then).
+            "engine_sequences": stats.engine_sequences,
             "engine": {
                 **self.engine_info(),
                 "pid": self.supervisor.pid if self.supervisor else None,

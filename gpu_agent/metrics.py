@@ -226,7 +226,8 @@ class AgentCollector(Collector):
         reserved = GaugeMetricFamily(
             "tiergate_reserved_slots",
             "Slots the less urgent tiers leave to the most urgent one now (admission."
-            "reserved_slots, or more while the recovery reserve holds after an overload).",
+            "reserved_slots, or the engine sequences the recovery reserve keeps after an "
+            "overload).",
         )
         reserved.add_metric([], stats.reserved_slots)
         yield from (depth, in_flight, awaiting, wait, padding, limit, awaiting_limit, reserved)

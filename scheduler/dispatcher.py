@@ -414,4 +414,5 @@ class Dispatcher(Rooms):
             shares=self._shares.counts,
             limiter=self.limiter,
             feed=self._feed,
+            sequences=self.recovery.sequences_seen,
         )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from scheduler.limiter import AwaitingLimit
 from scheduler.queues import Flight, TierQueue
+from scheduler.reserve import RecoveryReserve
 from scheduler.selection import ShareWindow, awaiting_upto, owed_tier
 
 
@@ -30,6 +31,7 @@ class Rooms:
     min_share: float
     engine_priority: bool
     limiter: AwaitingLimit
+    recovery: RecoveryReserve
 
     def _cap(self, tier: TierQueue) -> int:
         """The in-flight count under which `tier` may take a slot: the less urgent tiers leave
@@ -94,9 +96,14 @@ class Rooms:
         return awaiting_upto(self._order, tier, self._awaiting, self.engine_priority)
 
     def _reserved_now(self) -> int:
-        """Slots the less urgent tiers leave to the most urgent (as of the last poll)."""
+        """Slots the less urgent tiers leave to the most urgent (as of the last poll): the
+        config's `reserved_slots` of `max_in_flight`, or while the recovery reserve holds, the
+        engine sequences it keeps (of `engine_sequences`, not of a `max_in_flight` far above
+        what the engine runs)."""
         cap = self._recovery_cap
-        return self.reserved if cap is None else max(self.reserved, self.max_in_flight - cap)
+        if cap is None:
+            return self.reserved
+        return max(self.reserved, self.recovery.sequences(self.max_in_flight) - cap)
 
     def _share_room(self, tier: TierQueue) -> bool:
         """Room for a starvation-bound release of `tier`: the most urgent tier's, as whose

@@ -116,6 +116,7 @@ def scheduler_stats(
     shares: dict[str, int] | None = None,
     limiter: AwaitingLimit | None = None,
     feed: int | None = None,
+    sequences: int | None = None,
 ) -> SchedulerStats:
     counts = shares or {}
     window = sum(counts.values())
@@ -153,4 +154,5 @@ def scheduler_stats(
         first_token_recent_s=recent_s,
         engine_waiting=limiter.engine_reading if limiter is not None else None,
         awaiting_feed=feed,
+        engine_sequences=sequences,
     )

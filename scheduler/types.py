@@ -106,3 +106,6 @@ class SchedulerStats:
     # The backed-up most urgent tier's feed as of the last poll (None: not backed up, or no
     # feed: an FCFS engine or a fixed limit); scheduler/rooms.py.
     awaiting_feed: int | None = None
+    # The engine's sequence limit as learned from /metrics (the most it ran while it queued;
+    # scheduler/reserve.py), None until such a reading: what the recovery reserve keeps of.
+    engine_sequences: int | None = None

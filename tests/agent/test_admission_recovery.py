@@ -56,7 +56,9 @@ async def test_after_an_online_backlog_batch_leaves_online_half_the_sequences(
     ):
         async with httpx.AsyncClient(timeout=120, limits=httpx.Limits(max_connections=64)) as c:
             await asyncio.sleep(1.2)  # the agent learns the model list on its first tick
-            assert agent.status()["reserved_slots"] == 0  # nothing pressed online yet
+            status = agent.status()
+            assert status["reserved_slots"] == 0  # nothing pressed online yet
+            assert status["engine_sequences"] is None  # the engine has not queued yet
             # The flood: 64 online streams on 4 sequences, sent over 3 s, seconds of backlog.
             flood: list[asyncio.Task[tuple[float, float]]] = []
             feeds: list[tuple[int | None, int]] = []  # (awaiting_feed, online awaiting as online)
@@ -76,7 +78,8 @@ async def test_after_an_online_backlog_batch_leaves_online_half_the_sequences(
             assert all(b <= max(a, f) for (_, a), (f, b) in itertools.pairwise(fed)), feeds
             status = agent.status()
             # Learned: 4 sequences; half of them kept (max_in_flight is 256, attached).
-            assert status["reserved_slots"] == status["max_in_flight"] - 2, status
+            assert (status["reserved_slots"], status["engine_sequences"]) == (2, 4), status
+            assert status["max_in_flight"] == 256
             batch = [asyncio.create_task(stream(c, agent.url, "batch", 60)) for _ in range(4)]
             await asyncio.sleep(0.5)
             tiers = agent.status()["tiers"]

@@ -60,7 +60,8 @@ def test_after_a_surge_batch_leaves_half_the_sequences_to_online() -> None:
         d.arrive(req(f"b{i}", "batch"), now)
     released = d.poll(now + 0.1).released
     assert len(released) == 8  # 16 sequences, ceil(0.5 x 16) = 8 kept for online
-    assert d.stats(now + 0.1).reserved_slots == 256 - 8
+    stats = d.stats(now + 0.1)
+    assert (stats.reserved_slots, stats.engine_sequences, stats.max_in_flight) == (8, 16, 256)
     for i in range(8):
         d.arrive(req(f"on{i}"), now + 0.2)
     assert ids(d.poll(now + 0.2).released) == [f"on{i}" for i in range(8)]  # found free
@@ -101,10 +102,10 @@ def test_the_reserve_lapses_after_its_hold() -> None:
     assert len(d.poll(now + 9.9).released) == 8
     # 10 s after online was last backed up, one sequence back to them per second.
     assert len(d.poll(now + 10.1).released) == 1
-    assert d.stats(now + 10.1).reserved_slots == 256 - 9
+    assert d.stats(now + 10.1).reserved_slots == 16 - 9  # of the 16 sequences
     assert len(d.poll(now + 12.0).released) == 2
     assert len(d.poll(now + 16.0).released) == 4
-    assert d.stats(now + 16.0).reserved_slots == 256 - 15
+    assert d.stats(now + 16.0).reserved_slots == 16 - 15
     assert len(d.poll(now + 17.0).released) == 5
     assert d.stats(now + 17.0).reserved_slots == 0
 
