@@ -129,6 +129,7 @@ class Dispatcher(Rooms):
         for tier in self._order:
             tier.groups = [deque() for _ in range(len(tier.bounds) + 1)]
             tier.dead = tier.depth = tier.queued_tokens = tier.in_flight = tier.awaiting = 0
+            tier.owed_awaiting = 0
         for entry in entries:
             entry.tier = self._tiers.get(entry.tier.name, fallback)
             entry.tier.put(entry)
@@ -137,6 +138,7 @@ class Dispatcher(Rooms):
             flight.counted = self._tiers.get(flight.counted.name, fallback)
             flight.tier.in_flight += 1
             flight.counted.awaiting += flight.awaiting
+            flight.tier.owed_awaiting += flight.owed and flight.awaiting
 
     # -- events -------------------------------------------------------------------------------
 
@@ -162,9 +164,8 @@ class Dispatcher(Rooms):
         `timed` False (a non-streamed answer counted as started at once): no latency sample."""
         flight = self._flight.get(req_id)
         if flight is not None and flight.awaiting:
-            flight.awaiting = False
+            flight.settle()
             self._awaiting -= 1
-            flight.counted.awaiting -= 1
             if timed:
                 self.limiter.sample(now - flight.released_at, now, flight.tier.name)
 
@@ -205,8 +206,8 @@ class Dispatcher(Rooms):
             return False
         flight.tier.in_flight -= 1
         if flight.awaiting:
+            flight.settle()
             self._awaiting -= 1
-            flight.counted.awaiting -= 1
         return True
 
     def cancel(self, req_id: str, now: float) -> bool:
@@ -259,7 +260,9 @@ class Dispatcher(Rooms):
                 # stale backlog (a live client).
                 counted = share_counted(self._order, owed)
                 lifo = owed.stale(now)
-                self._release(owed, 1, now, released, sent_as, lifo=lifo, counted=counted)
+                self._release(
+                    owed, 1, now, released, sent_as, lifo=lifo, counted=counted, owed=True
+                )
                 promoted.append(released[-1].id)
                 continue
             has_room = (
@@ -303,6 +306,7 @@ class Dispatcher(Rooms):
         *,
         lifo: bool = False,
         counted: TierQueue | None = None,
+        owed: bool = False,
     ) -> None:
         """Release up to `room` of `tier`'s requests: oldest first, or with `lifo` (the tier is
         backed up) newest first, the newest request's length group first. Each counts in the
@@ -350,7 +354,8 @@ class Dispatcher(Rooms):
                 del self._queued[entry.req.id]
                 tier.taken(entry)
                 req = entry.req
-                flight[req.id] = Flight(req, tier, now, counted)
+                flight[req.id] = Flight(req, tier, now, counted, owed)
+                tier.owed_awaiting += owed
                 if counted is not tier:
                     sent_as[req.id] = counted.name
                 out.append(req)

@@ -35,18 +35,32 @@ class Entry:
 
 class Flight:
     """A released request. `counted` is the tier whose awaiting count it is in: its own, or
-    the tier its age bound promoted it to (the engine sees it with that tier's priority)."""
+    the tier its age bound promoted it to (the engine sees it with that tier's priority).
+    `owed`: released by the starvation bound (counted in its tier's `owed_awaiting` until its
+    first token)."""
 
-    __slots__ = ("awaiting", "counted", "released_at", "req", "tier")
+    __slots__ = ("awaiting", "counted", "owed", "released_at", "req", "tier")
 
     def __init__(
-        self, req: Request, tier: TierQueue, released_at: float, counted: TierQueue
+        self,
+        req: Request,
+        tier: TierQueue,
+        released_at: float,
+        counted: TierQueue,
+        owed: bool = False,
     ) -> None:
         self.req = req
         self.tier = tier
         self.counted = counted
         self.released_at = released_at
         self.awaiting = True
+        self.owed = owed
+
+    def settle(self) -> None:
+        """It no longer awaits its first token (it has one, or it ended): uncount it."""
+        self.awaiting = False
+        self.counted.awaiting -= 1
+        self.tier.owed_awaiting -= self.owed
 
 
 class TierQueue(TierBook):

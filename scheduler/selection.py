@@ -111,7 +111,11 @@ def owed_tier(
     besides: TierQueue | None = None,
 ) -> TierQueue | None:
     """The most urgent tier with queued requests and a free slot whose share of the recent
-    releases is under `min_share` (the starvation bound), other than `besides`."""
+    releases is under `min_share` (the starvation bound), other than `besides`, and none of
+    whose starvation-bound releases still awaits its first token: one at a time. A debt paid
+    at once would put a burst of the tier's requests in the engine at the most urgent tier's
+    priority (`share_counted`), and the urgent requests sent next would wait out all of
+    their prefills (docs/admission.md, "Starvation bound")."""
     if min_share <= 0:
         return None
     window = len(shares.names)
@@ -120,6 +124,7 @@ def owed_tier(
         if (
             tier is not besides
             and tier.depth
+            and not tier.owed_awaiting
             and counts.get(tier.name, 0) < min_share * window
             and has_room(tier)
         ):

@@ -31,6 +31,7 @@ class TierBook:
         "in_flight",
         "last_padding",
         "name",
+        "owed_awaiting",
         "priority",
         "queued_tokens",
         "rejections",
@@ -45,6 +46,8 @@ class TierBook:
         self.queued_tokens = 0
         self.in_flight = 0
         self.awaiting = 0
+        # Its starvation-bound releases still awaiting their first token (at most one).
+        self.owed_awaiting = 0
         self.released = 0
         self.cancelled = 0
         self.rejections: dict[str, int] = {}

@@ -188,3 +188,31 @@ def test_a_stale_backlog_that_may_not_go_leaves_the_slot_to_the_next_tier() -> N
     d.first_token("on-x", 1.0)
     d.complete("on-x", 1.0)
     assert ids(d.poll(1.0).released) == ["off0"]
+
+
+def test_a_share_owed_is_paid_one_request_at_a_time() -> None:
+    # Online filled the share window (128 releases), then offline requests arrive while online
+    # keeps coming: offline is owed 7 (5% of 128). Paid at once, 7 long prompts would enter
+    # the engine at online's priority, ahead of every online request sent next, which would
+    # wait out all of their prefills (measured on a real vLLM: online TTFT 1.3 s for a
+    # second). One at a time: the next only once the last has its first token.
+    d = Dispatcher(make_config(admission={"max_awaiting_first_token": 4, "min_share": 0.05}))
+    now = _serve_online(d, 128, 0.0)
+    for i in range(10):
+        d.arrive(req(f"off{i}", "offline"), now)
+    d.arrive(req("hold0"), now)  # online waits: the share passes it, as online's request
+    result = d.poll(now)
+    assert result.promoted == ["off0"] and result.sent_as == {"off0": "online"}
+    d.arrive(req("wait0"), now + 0.05)
+    assert d.poll(now + 0.05).promoted == []  # off0 still awaits its first token
+    d.first_token("off0", now + 0.1)
+    paid = ["off0"]
+    for step in range(1, 11):
+        now += 0.1
+        d.arrive(req(f"wait{step}"), now)
+        result = d.poll(now)
+        assert len(result.promoted) <= 1, result.promoted
+        paid += result.promoted
+        for r in result.released:  # each has its first token before the next poll
+            d.first_token(r.id, now)
+    assert len(paid) >= 4, paid  # still paid, one per first token

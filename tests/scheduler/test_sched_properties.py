@@ -126,6 +126,7 @@ class Model:
     queued: dict[str, Queued] = field(default_factory=dict)
     flight: dict[str, bool] = field(default_factory=dict)  # id -> still awaiting first token
     flight_tier: dict[str, str] = field(default_factory=dict)
+    owed_home: dict[str, str] = field(default_factory=dict)  # starvation-bound releases' tiers
     limit: int = 1  # the dispatcher's awaiting limit during the poll being checked
     urgent_limit: int = 1  # the most urgent tier's during that poll
     outcome: dict[str, str] = field(default_factory=dict)
@@ -304,10 +305,13 @@ class Model:
         share = self.config.scheduler.admission.min_share
         if share <= 0:
             return []
+        # One at a time: not while one of the tier's releases by the bound awaits its first token.
+        paying = {self.owed_home[r] for r, aw in self.flight.items() if aw and r in self.owed_home}
         return [
             t
             for t in self.config.tiers_by_urgency()
             if pending[t]
+            and t not in paying
             and self.window.count(t) < share * len(self.window)
             and self.share_eligible(t, in_flight)
         ]
@@ -384,6 +388,7 @@ def check_poll(d: Dispatcher, m: Model, now: float) -> None:
             else:
                 assert r.id in result.promoted
                 assert owed and q.tier == owed[0], f"{r.id} promoted while {owed} owed"
+                m.owed_home[r.id] = q.tier
                 # Oldest first; newest first from a stale backlog (a client still waiting).
                 stale = m.stale(q.tier, pending[q.tier], now)
                 assert q.seq == (pending[q.tier][-1] if stale else pending[q.tier][0]).seq
@@ -544,6 +549,9 @@ def test_dispatcher_invariants(cfgs: list[TierConfig], steps: list[tuple[Any, ..
             for rid, tier in m.flight_tier.items():
                 if tier not in new.scheduler.queues:
                     m.flight_tier[rid] = fallback
+            for rid, tier in m.owed_home.items():
+                if tier not in new.scheduler.queues:
+                    m.owed_home[rid] = fallback
             m.config = new
             for rid in m.queued:
                 assert d.tier_of(rid) == m.queued[rid].tier
