@@ -29,12 +29,14 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import numpy as np
+
+from console.bench.comparison import percentile
 from console.bench.headline.procs import GATEWAY_KEY, run_engine, run_gateway
 from console.bench.headline.workload import MODEL, SEED_TIER_CONFIG, engine_flags
 
@@ -70,20 +72,9 @@ def scenario(target: str, api_key: str | None, args: argparse.Namespace, out: Pa
     }
 
 
-def _find(doc: Any, key: str) -> Iterator[Any]:
-    """Every value under `key`, at any depth."""
-    if isinstance(doc, dict):
-        for k, v in doc.items():
-            if k == key:
-                yield v
-            yield from _find(v, key)
-    elif isinstance(doc, list):
-        for v in doc:
-            yield from _find(v, key)
-
-
 def segment_figures(report: dict[str, Any]) -> dict[str, Any]:
-    """TTFT p50 / p99 (ms), request throughput and counts of GuideLLM's one benchmark."""
+    """GuideLLM's own TTFT p50 / p99 (ms), request throughput and counts of its one
+    benchmark, and every successful request's TTFT (ms) for pooling across segments."""
     (bench,) = report["benchmarks"]
     metrics = bench["metrics"]
     ttft = metrics["time_to_first_token_ms"]["successful"]
@@ -96,6 +87,7 @@ def segment_figures(report: dict[str, Any]) -> dict[str, Any]:
         "successful": totals.get("successful"),
         "errored": totals.get("errored"),
         "incomplete": totals.get("incomplete"),
+        "ttft_ms": [r["time_to_first_token_ms"] for r in bench["requests"]["successful"]],
     }
 
 
@@ -126,13 +118,18 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 
 
 def summarize(segments: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per path, the median over its segments; then gateway against direct."""
+    """Per path: TTFT p50 / p99 of its segments' requests pooled, and the mean throughput of
+    its segments; then gateway against direct."""
     paths: dict[str, dict[str, float]] = {}
     for path in ("direct", "gateway"):
         mine = [s["figures"] for s in segments if s["path"] == path]
+        pooled = np.asarray([t for m in mine for t in m["ttft_ms"]], dtype=float)
         paths[path] = {
-            key: statistics.median(m[key] for m in mine)
-            for key in ("ttft_p50_ms", "ttft_p99_ms", "requests_per_s")
+            "ttft_p50_ms": percentile(pooled, 50),
+            "ttft_p99_ms": percentile(pooled, 99),
+            "requests_per_s": statistics.fmean(m["requests_per_s"] for m in mine),
+            "requests": int(pooled.size),
+            "errored": sum(m["errored"] or 0 for m in mine),
         }
     d, g = paths["direct"], paths["gateway"]
     return {
@@ -179,7 +176,8 @@ def main() -> int:
                     config = scenario(target, key, args, workdir / f"{name}.json")
                     figures = run_segment(args.guidellm, config, workdir, name)
                     segments.append({"path": path, "pair": i + 1, "figures": figures})
-                    print(f"{name}: {json.dumps(figures)}", file=sys.stderr)
+                    shown = {k: v for k, v in figures.items() if k != "ttft_ms"}
+                    print(f"{name}: {json.dumps(shown)}", file=sys.stderr)
     result = {
         "bench": "guidellm: gateway (seed 000 tiers, online) against direct",
         "engine": args.engine,
@@ -198,7 +196,8 @@ def main() -> int:
         f = s[path]
         print(
             f"{path:8} TTFT p50 {f['ttft_p50_ms']:8.2f} p99 {f['ttft_p99_ms']:8.2f} ms"
-            f"   {f['requests_per_s']:.3f} req/s"
+            f"   {f['requests_per_s']:.3f} req/s ({f['requests']} requests, "
+            f"{f['errored']} errors)"
         )
     print(
         f"gateway - direct: TTFT p50 {s['added_ttft_p50_ms']:+.2f} ms, p99 "
