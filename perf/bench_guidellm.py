@@ -140,15 +140,25 @@ def summarize(segments: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def _positive(kind: type) -> Any:
+    def parse(text: str) -> Any:
+        value = kind(text)
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"must be above 0, not {text}")
+        return value
+
+    return parse
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--guidellm", required=True, help="GuideLLM's `guidellm` command (its venv)")
     p.add_argument("--engine", choices=("sim", "vllm"), default="sim")
-    p.add_argument("--rate", type=float, default=4.0, help="constant req/s in every segment")
-    p.add_argument("--segment-s", type=float, default=20.0)
-    p.add_argument("--pairs", type=int, default=3)
-    p.add_argument("--prompt-tokens", type=int, default=128)
-    p.add_argument("--output-tokens", type=int, default=64)
+    p.add_argument("--rate", type=_positive(float), default=4.0, help="constant req/s")
+    p.add_argument("--segment-s", type=_positive(float), default=20.0)
+    p.add_argument("--pairs", type=_positive(int), default=3)
+    p.add_argument("--prompt-tokens", type=_positive(int), default=128)
+    p.add_argument("--output-tokens", type=_positive(int), default=64)
     p.add_argument("--json", type=Path)
     args = p.parse_args()
     from tools import vllm_env

@@ -66,10 +66,8 @@ def ratio_interval(
     centre = float(np.exp(logs.mean()))
     if logs.size < 2:
         return centre, None
-    half = float(stats.t.ppf(0.5 + confidence / 2, logs.size - 1)) * float(
-        logs.std(ddof=1) / math.sqrt(logs.size)
-    )
-    return centre, (float(np.exp(logs.mean() - half)), float(np.exp(logs.mean() + half)))
+    span = stats.ttest_1samp(logs, 0.0).confidence_interval(confidence)
+    return centre, (float(np.exp(span.low)), float(np.exp(span.high)))
 
 
 def _paired_verdict(interval: tuple[float, float] | None) -> str:
@@ -102,13 +100,14 @@ def judge(rounds: Sequence[dict[str, dict[str, Any]]], reference: str = "b") -> 
             else None
         )
         geomean, interval = ratio_interval([r["p99_ratio"] for r in per_round])
+        verdict = _paired_verdict(interval)
         thr_ratio = thr.after / thr.before if thr.before and thr.after is not None else None
         out[key] = {
             "rounds": len(rounds),
             "per_round": per_round,
             "p99_ratio": geomean,
             "p99_ratio_interval": interval,
-            "p99_verdict": _paired_verdict(interval),
+            "p99_verdict": verdict,
             "p99_ratio_pooled": pooled,
             "p99_unpaired": p99.as_dict(),
             "throughput_ratio": thr_ratio,
@@ -119,7 +118,7 @@ def judge(rounds: Sequence[dict[str, dict[str, Any]]], reference: str = "b") -> 
                 and thr_ratio is not None
                 and thr_ratio >= 1 - MAX_THROUGHPUT_LOSS
             ),
-            "resolved": _paired_verdict(interval) != Verdict.NO_CLEAR_CHANGE,
+            "resolved": verdict != Verdict.NO_CLEAR_CHANGE,
         }
     return out
 
