@@ -22,16 +22,14 @@ from django.utils import timezone
 from console.fleet import crypto
 from console.fleet.choices import EndpointKind, GpuSource, NodeMode
 from console.fleet.status import node_status, open_errors
+from console.fleet.urlrule import url_problem
 
 
 def validate_base_url(value: str) -> None:
-    """http(s) and a host. Django's URLValidator is stricter than operators' networks: it
-    refuses cluster-internal names without a dot (http://vllm-0:8000/v1)."""
-    parts = urlsplit(value)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValidationError("Enter an http:// or https:// URL with a host.")
-    if any(ch.isspace() for ch in value):
-        raise ValidationError("A URL cannot hold spaces.")
+    """http(s) and a host (urlrule.url_problem)."""
+    problem = url_problem(value)
+    if problem is not None:
+        raise ValidationError(problem)
 
 
 ENDPOINT_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")

@@ -12,6 +12,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
+from console.fleet.urlrule import url_problem
+
 MAX_BODY_BYTES = 1024 * 1024
 MAX_SAMPLES = 600
 
@@ -20,6 +22,14 @@ def _text(limit: int) -> Any:
     """Free text from the node (stderr tails, details): cut to `limit`, never refused, so one
     long error message cannot make the agent's every beat fail."""
     return Annotated[str, AfterValidator(lambda value: value[:limit])]
+
+
+def _listen_url(value: str) -> str:
+    """Empty (not listening yet) or a URL the console can make the node's gateway endpoint of."""
+    problem = url_problem(value) if value else None
+    if problem is not None:
+        raise ValueError(problem)
+    return value
 
 
 class WireModel(BaseModel):
@@ -125,7 +135,7 @@ class HeartbeatIn(_In):
     )
     agent_version: str = Field(default="", max_length=40)
     mode: Literal["managed", "attached"]
-    listen_url: str = Field(default="", max_length=300)
+    listen_url: Annotated[str, AfterValidator(_listen_url)] = Field(default="", max_length=300)
     applied: AppliedIn = Field(default_factory=AppliedIn)
     apply_errors: dict[str, ApplyErrorIn] = Field(default_factory=dict)
     keys_version: str = Field(default="", max_length=64)

@@ -58,6 +58,23 @@ def test_wrong_types_get_400_naming_the_field(
     assert field in r.json(), r.json()
 
 
+@pytest.mark.parametrize(
+    "url", ["0000", "ftp://gpu-a-01:9100", "http://", "http://[::1", "http://a b"]
+)
+def test_a_listen_url_the_console_cannot_use_gets_400_and_changes_nothing(
+    node_and_token: Any, url: str
+) -> None:
+    """The console makes the node's gateway endpoint from this URL: a bad one was a 500."""
+    node, token = node_and_token
+    r = post_beat(Client(), token, beat(listen_url=url, samples=[sample()]))
+    assert r.status_code == 400
+    assert "listen_url" in r.json(), r.json()
+    node.refresh_from_db()
+    assert node.listen_url == "" and node.last_seen_at is None
+    assert not Endpoint.objects.filter(node=node).exists()
+    assert TelemetrySample.objects.count() == 0
+
+
 def test_a_missing_required_field_and_bad_json_get_400(node_and_token: Any) -> None:
     _, token = node_and_token
     body = beat()
