@@ -64,7 +64,16 @@ def standard_arms() -> list[Arm]:
         Arm("h", "gateway-noreserve-priority",
             "gateway (seed 000 tiers, admission.recovery_reserve 0), engine priority",
             "priority", with_admission(SEED_TIER_CONFIG, recovery_reserve=0)),
+        # The A/A check: (b) once more, so that a run measures how far two identical arms
+        # land apart (perf.headline --rounds judges it against (b) like any other arm).
+        Arm("i", "direct-priority-again", "engine direct, priority policy (b again, A/A)",
+            "priority", send_priority=True),
     ]  # fmt: skip
+
+
+def arm_keys() -> str:
+    """Every arm --arms may name: the standard ones and the search's (e)."""
+    return "".join(sorted({arm.key for arm in standard_arms()} | {"e"}))
 
 
 @dataclass

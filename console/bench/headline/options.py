@@ -7,6 +7,7 @@ import argparse
 import shlex
 from pathlib import Path
 
+from console.bench.headline.arms import arm_keys
 from console.bench.headline.experiment import Options
 from console.bench.headline.procs import VllmEngine
 from console.bench.headline.workload import ENGINES
@@ -27,7 +28,11 @@ def add_experiment_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sweep-step", type=float, default=10.0, help="seconds per sweep step")
     p.add_argument("--search-trial", type=float, default=15.0, help="seconds per search trial")
     p.add_argument("--no-search", action="store_true", help="skip the search and arm (e)")
-    p.add_argument("--arms", default="abcde", help="a subset of a-h, run in the order given")
+    p.add_argument(
+        "--arms",
+        default="abcde",
+        help="a subset of a-i, run in the order given (i: b again, the A/A check)",
+    )
     p.add_argument(
         "--engine",
         choices=ENGINES,
@@ -64,6 +69,9 @@ def add_vllm_arguments(p: argparse.ArgumentParser) -> None:
 
 def check(args: argparse.Namespace) -> str | None:
     """What is wrong with this combination of options (None: nothing)."""
+    unknown = sorted(set(args.arms) - set(arm_keys()))
+    if unknown or not args.arms:
+        return f"--arms {args.arms!r}: arms are named by the letters {arm_keys()}"
     if args.engine == "vllm" and "e" in args.arms and not args.no_search:
         return (
             "--engine vllm: the search starts a vLLM per trial (minutes each); "
