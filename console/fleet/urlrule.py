@@ -12,10 +12,10 @@ def url_problem(value: str) -> str | None:
     (http://vllm-0:8000/v1)."""
     try:
         parts = urlsplit(value)
-        host = parts.hostname
-    except ValueError:  # an unclosed IPv6 bracket, a port out of range
-        return "Enter an http:// or https:// URL with a host."
-    if parts.scheme not in ("http", "https") or not host:
+        usable = parts.scheme in ("http", "https") and bool(parts.hostname)
+    except ValueError:  # an unclosed IPv6 bracket
+        usable = False
+    if not usable:
         return "Enter an http:// or https:// URL with a host."
     if any(ch.isspace() for ch in value):
         return "A URL cannot hold spaces."
