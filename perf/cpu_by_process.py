@@ -61,7 +61,8 @@ def record(out: Path, every: float, seconds: float | None) -> None:
                 if not entry.name.isdigit():
                     continue
                 pid = int(entry.name)
-                if pid not in labels:
+                if pid not in labels or labels[pid] == "vllm:api_server":
+                    # A forked vLLM process takes its thread name (VLLM::...) after a moment.
                     labels[pid] = label(pid)
                 name = labels[pid]
                 used = cpu_seconds(pid)
