@@ -82,10 +82,13 @@ def parse_engine_metrics(text: str) -> dict[str, float]:
         name = family.name.removesuffix("_total")
         if not family.samples:
             continue
+        # Summed over families too: an untyped sample is a family of its own (one per engine).
         if name in ENGINE_METRICS:
-            out[ENGINE_METRICS[name]] = _family_total(family)
+            key = ENGINE_METRICS[name]
+            out[key] = out.get(key, 0.0) + _family_total(family)
         elif name in LEGACY_ENGINE_METRICS:
-            legacy[LEGACY_ENGINE_METRICS[name]] = _family_total(family)
+            key = LEGACY_ENGINE_METRICS[name]
+            legacy[key] = legacy.get(key, 0.0) + _family_total(family)
     return {**legacy, **out}
 
 

@@ -20,7 +20,13 @@ from gpu_agent.nvml import NvmlReader
 from gpu_agent.reconciler import next_backoff
 from gpu_agent.sim.testing import free_port
 from gpu_agent.supervisor import engine_argv, engine_url_of, launch_args
-from gpu_agent.telemetry import Telemetry, engine_figures, parse_engine_metrics
+from gpu_agent.telemetry import (
+    ENGINE_METRICS,
+    LEGACY_ENGINE_METRICS,
+    Telemetry,
+    engine_figures,
+    parse_engine_metrics,
+)
 from scheduler import AsyncDispatcher, Dispatcher, default_config
 from tests.agent.agent_helpers import ROOT, write_json
 
@@ -56,6 +62,59 @@ def test_it_falls_back_to_the_old_kv_cache_name() -> None:
     assert parse_engine_metrics(OLD_METRICS)["kv_cache_usage"] == 0.75
     both = parse_engine_metrics(NEW_METRICS + OLD_METRICS)
     assert both["kv_cache_usage"] == 0.25
+
+
+# The rest of a real vLLM's /metrics, which the agent skips before parsing: histograms, look-alike
+# names, `_created` samples, a second engine's label set, HELP text with braces and quotes.
+NOISE = """\
+# HELP vllm:num_requests_waiting_by_reason Requests waiting {by reason} "quoted".
+# TYPE vllm:num_requests_waiting_by_reason gauge
+vllm:num_requests_waiting_by_reason{model_name="m",reason="capacity"} 50.0
+# HELP vllm:time_to_first_token_seconds Histogram of TTFT.
+# TYPE vllm:time_to_first_token_seconds histogram
+vllm:time_to_first_token_seconds_bucket{le="0.1",model_name="m"} 3.0
+vllm:time_to_first_token_seconds_bucket{le="+Inf",model_name="m"} 5.0
+vllm:time_to_first_token_seconds_count{model_name="m"} 5.0
+vllm:time_to_first_token_seconds_sum{model_name="m"} 0.7
+# TYPE vllm:num_requests_running_max gauge
+vllm:num_requests_running_max{model_name="m"} 16.0
+"""
+
+
+def _parse_whole(text: str) -> dict[str, float]:
+    """What the agent read before it skipped lines: the library over the whole exposition."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    names = {**LEGACY_ENGINE_METRICS, **ENGINE_METRICS}
+    out: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        name = family.name.removesuffix("_total")
+        if name in names and family.samples:
+            total = sum(s.value for s in family.samples if not s.name.endswith("_created"))
+            out[names[name]] = out.get(names[name], 0.0) + total
+    return out
+
+
+def test_skipping_the_unread_lines_reads_what_the_whole_text_does() -> None:
+    second_engine = {  # a second label set right after the first, as exporters write them
+        '{model_name="m"} 3.0\n': '{model_name="m"} 3.0\n'
+        'vllm:num_requests_running{model_name="m",engine="1",label="a b{c}"} 2.0\n',
+        'vllm:num_preemptions_total{model_name="m"} 2.0\n': 'vllm:num_preemptions_total'
+        '{model_name="m"} 2.0\nvllm:num_preemptions_total{model_name="m",engine="1"} 5.0\n',
+        '_total{model_name="m"} 100.0\n': '_total{model_name="m"} 100.0\n'
+        'vllm:prefix_cache_queries_created{model_name="m"} 1.7e+09\n',
+    }
+    text = NEW_METRICS
+    for old, new in second_engine.items():
+        assert old in text
+        text = text.replace(old, new)
+    text = NOISE + text + NOISE
+    figures = parse_engine_metrics(text)
+    assert figures == _parse_whole(text)
+    assert figures["running"] == 5 and figures["waiting"] == 1  # not the look-alike's 50
+    assert figures["preemptions_total"] == 7 and figures["prefix_queries"] == 100
+    assert parse_engine_metrics(NOISE) == {}
+    assert parse_engine_metrics("") == {}
 
 
 def test_the_prefix_hit_rate_covers_the_interval() -> None:

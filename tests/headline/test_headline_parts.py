@@ -130,3 +130,28 @@ def test_loadgen_tier_priority_option_and_validation() -> None:
         assert str(exc).startswith("tier_priority.online")
     else:
         raise AssertionError("a float priority was accepted")
+
+
+def test_the_samplers_read_only_their_gauges_from_a_long_exposition() -> None:
+    """`families` drops the lines it was not asked for before the library parses (a real
+    vLLM's /metrics is ~600 lines); what it was asked for comes out whole."""
+    from console.bench.headline.telemetry import VLLM_GAUGES, families
+
+    text = (
+        "# HELP vllm:num_requests_waiting_by_reason look-alike {x}\n"
+        "# TYPE vllm:num_requests_waiting_by_reason gauge\n"
+        'vllm:num_requests_waiting_by_reason{reason="capacity"} 50.0\n'
+        "# TYPE vllm:num_requests_waiting gauge\n"
+        'vllm:num_requests_waiting{engine="0",model_name="m"} 4.0\n'
+        'vllm:num_requests_waiting{engine="1",model_name="m b{c}"} 3.0\n'
+        "# TYPE vllm:time_to_first_token_seconds histogram\n"
+        'vllm:time_to_first_token_seconds_bucket{le="+Inf"} 5.0\n'
+        'tiergate_queue_depth{tier="online"} 2.0\n'
+    )
+    read = {f.name: [s.value for s in f.samples] for f in families(text, VLLM_GAUGES)}
+    assert read == {"vllm:num_requests_waiting": [4.0, 3.0]}
+    gateway = families(text, ["tiergate_queue_depth"])
+    assert [(s.name, s.labels, s.value) for f in gateway for s in f.samples] == [
+        ("tiergate_queue_depth", {"tier": "online"}, 2.0)
+    ]
+    assert list(families(text, ["absent"])) == []

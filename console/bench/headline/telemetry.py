@@ -21,13 +21,22 @@ SAMPLE_INTERVAL_S = 1.0
 
 
 def families(text: str, names: Iterable[str]) -> Iterator[Any]:
-    """The metric families of `names` (gauges: no `_total`, no TYPE line needed) in an
+    """The metric families of `names` (gauges: no `_total`) in an
     exposition: the other lines are dropped before the library parses, since a real vLLM's
     /metrics is ~600 lines that take ~26 ms to parse whole on a 2-core machine, in the load
     generator's own event loop."""
     wanted = set(names)
-    kept = [line for line in text.splitlines() if line.split("{", 1)[0].split(" ", 1)[0] in wanted]
+    kept = [line for line in text.splitlines() if _metric_of(line) in wanted]
     return text_string_to_metric_families("\n".join(kept) + "\n" if kept else "")
+
+
+def _metric_of(line: str) -> str:
+    """The metric a sample line or TYPE line is about (a TYPE line keeps a family's samples
+    together: without it every sample is a family of its own)."""
+    if line.startswith("#"):
+        parts = line.split(" ", 3)
+        return parts[2] if len(parts) > 2 and parts[1] == "TYPE" else ""
+    return line.split("{", 1)[0].split(" ", 1)[0]
 
 
 def scrape(url: str) -> Iterator[tuple[str, dict[str, str], float]]:
