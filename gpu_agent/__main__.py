@@ -7,7 +7,6 @@ import sys
 
 import uvicorn
 
-from gpu_agent import cpu
 from gpu_agent.agent import Agent, InputError, load_standalone
 from gpu_agent.app import create_app
 from gpu_agent.config import AgentOptions, parse_args
@@ -53,16 +52,6 @@ def main(argv: list[str] | None = None) -> int:
     )
     # httpx logs every request at INFO: the sampler alone would write three lines a second.
     logging.getLogger("httpx").setLevel(logging.WARNING)
-    if options.cpu_policy != "normal":
-        # Before any thread starts (uvicorn's, asyncio's executor): they inherit it.
-        try:
-            cpu.apply(options.cpu_policy)
-        except OSError as exc:
-            print(
-                f"python -m gpu_agent: error: --cpu-policy {options.cpu_policy}: {exc}",
-                file=sys.stderr,
-            )
-            return 2
     try:
         agent = build_agent(options)
     except InputError as exc:

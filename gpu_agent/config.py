@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from gpu_agent.cpu import CPU_POLICIES
 from gpu_agent.state import default_state_dir
 from gpu_agent.supervisor import DEFAULT_ENGINE_NICE
 
@@ -47,7 +46,6 @@ class AgentOptions:
     log_level: str = "info"
     engine_start_timeout_s: float = 300.0
     engine_nice: int = DEFAULT_ENGINE_NICE
-    cpu_policy: str = "normal"
     upstream_connect_timeout_s: float = 5.0
     upstream_read_timeout_s: float = 600.0
     upstream_pool_size: int = 1024
@@ -158,14 +156,6 @@ def build_parser() -> argparse.ArgumentParser:
         f"comes first where they share cores (default {DEFAULT_ENGINE_NICE}; 0: as the agent)",
     )
     parser.add_argument(
-        "--cpu-policy",
-        choices=tuple(CPU_POLICIES),
-        default="normal",
-        help="the agent's Linux scheduling policy: normal, or batch (SCHED_BATCH: its wakeups "
-        "never preempt a running engine thread; it runs at the next scheduler tick instead). "
-        "For an agent that shares cores with the engine (docs/gateway.md)",
-    )
-    parser.add_argument(
         "--upstream-read-timeout", type=_positive_float, default=600.0, metavar="SECONDS"
     )
     parser.add_argument("--upstream-pool-size", type=_positive_int, default=1024)
@@ -234,7 +224,6 @@ def parse_args(argv: list[str] | None = None) -> AgentOptions:
         log_level=ns.log_level,
         engine_start_timeout_s=ns.engine_start_timeout,
         engine_nice=ns.engine_nice,
-        cpu_policy=ns.cpu_policy,
         upstream_read_timeout_s=ns.upstream_read_timeout,
         upstream_pool_size=ns.upstream_pool_size,
         client_write_timeout_s=ns.client_write_timeout,

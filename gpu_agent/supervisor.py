@@ -28,7 +28,6 @@ from typing import Any
 
 import httpx
 
-from gpu_agent import cpu
 from gpu_agent.engine_report import interpreter_of, probe_engine
 
 log = logging.getLogger("gpu_agent.supervisor")
@@ -54,12 +53,10 @@ def _die_with_parent() -> None:
 
 def engine_preexec(nice: int) -> Callable[[], None]:
     """What runs in the engine's child process before exec: dies with the agent, and runs
-    `nice` steps nicer than it (inherited by every thread and process the engine starts), under
-    the normal scheduling policy whatever the agent's `--cpu-policy`."""
+    `nice` steps nicer than it (inherited by every thread and process the engine starts)."""
 
     def preexec() -> None:
         _die_with_parent()
-        cpu.reset_in_child()
         if nice:
             os.nice(nice)
 

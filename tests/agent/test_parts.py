@@ -300,7 +300,6 @@ def test_bad_input_exits_2_naming_the_problem(
         ([*base, "--engine-start-timeout", "-3"], "--engine-start-timeout"),
         ([*base, "--engine-nice", "20"], "--engine-nice"),
         ([*base, "--engine-nice", "-1"], "--engine-nice"),
-        ([*base, "--cpu-policy", "fifo"], "--cpu-policy"),
         ([*base, "--client-write-timeout", "0"], "--client-write-timeout"),
         ([*base, "--client-buffer-bytes", "16MiB"], "--client-buffer-bytes"),
         ([*base, "--client-buffer-total-bytes", "-1"], "--client-buffer-total-bytes"),

@@ -142,33 +142,6 @@ def test_the_engine_runs_nicer_than_the_agent(tmp_path: Path, flags: list[str], 
         assert niceness == dict.fromkeys(threads, expected)
 
 
-@pytest.mark.parametrize(
-    ("flags", "agent_policy"), [([], "normal"), (["--cpu-policy", "batch"], "batch")]
-)
-def test_the_agent_takes_its_cpu_policy_and_the_engine_never_does(
-    tmp_path: Path, flags: list[str], agent_policy: str
-) -> None:
-    """Every thread of the agent under `--cpu-policy` (SCHED_BATCH for batch), every thread of
-    the engine it starts under the normal policy, as the kernel sees them."""
-    port = free_port()
-    args = [
-        "--engine-cmd",
-        f"vllm serve demo --port {port} --sim-preset tiny-test",
-        "--simulate",
-        *flags,
-        *standalone_args(tmp_path, "unused", tier_config())[2:],
-    ]
-    with start_agent(args, tmp_path / "agent.log") as agent:
-        pid = wait_for(lambda: agent.status()["engine"]["pid"], what="the engine's pid")
-        wait_for(lambda: agent.status()["health"]["engine"] == "ok", timeout=20, what="engine up")
-        expected = {"normal": os.SCHED_OTHER, "batch": os.SCHED_BATCH}[agent_policy]
-        for owner, want in ((agent.process.pid, expected), (pid, os.SCHED_OTHER)):
-            threads = [int(t.name) for t in Path(f"/proc/{owner}/task").iterdir()]
-            assert len(threads) >= 1
-            policies = {tid: os.sched_getscheduler(tid) for tid in threads}
-            assert policies == dict.fromkeys(threads, want), (owner, policies)
-
-
 def _zombie(pid: int) -> bool:
     with contextlib.suppress(OSError):
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"

@@ -35,7 +35,6 @@ class Arm:
     policy: str  # the engine's --scheduling-policy
     tier_config: dict[str, Any] | None = None  # None: straight to the engine
     send_priority: bool = False  # the client sets vLLM's `priority` per tier itself
-    gateway_args: tuple[str, ...] = ()  # more of the agent's command-line options
 
     @property
     def via_gateway(self) -> bool:
@@ -69,11 +68,6 @@ def standard_arms() -> list[Arm]:
         # land apart (perf.headline --rounds judges it against (b) like any other arm).
         Arm("i", "direct-priority-again", "engine direct, priority policy (b again, A/A)",
             "priority", send_priority=True),
-        # (d) with the agent under SCHED_BATCH (--cpu-policy batch, gpu_agent/cpu.py): its
-        # wakeups do not preempt the engine's threads where they share cores.
-        Arm("j", "gateway-seed-batchcpu",
-            "gateway (seed 000 tiers, agent --cpu-policy batch), engine priority", "priority",
-            SEED_TIER_CONFIG, gateway_args=("--cpu-policy", "batch")),
     ]  # fmt: skip
 
 
@@ -197,7 +191,7 @@ def run_arm(
     simulated = setup.engine == "sim"
     with run_engine(MODEL, flags, setup.workdir, arm.name, setup.vllm) as engine_url:
         gateway = (
-            run_gateway(engine_url, arm.tier_config, setup.workdir, arm.name, arm.gateway_args)
+            run_gateway(engine_url, arm.tier_config, setup.workdir, arm.name)
             if arm.tier_config is not None
             else contextlib.nullcontext(engine_url)
         )

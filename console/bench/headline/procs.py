@@ -165,14 +165,9 @@ def run_engine(
 
 @contextlib.contextmanager
 def run_gateway(
-    engine_url: str,
-    tier_config: dict[str, Any],
-    workdir: Path,
-    name: str,
-    extra_args: Sequence[str] = (),
+    engine_url: str, tier_config: dict[str, Any], workdir: Path, name: str
 ) -> Iterator[str]:
-    """The agent in standalone mode in front of `engine_url`; one all-tier key (GATEWAY_KEY);
-    `extra_args`: more of its options."""
+    """The agent in standalone mode in front of `engine_url`; one all-tier key (GATEWAY_KEY)."""
     config_path = workdir / f"{name}-tiers.json"
     config_path.write_text(json.dumps(tier_config, indent=2), encoding="utf-8")
     tiers = sorted(tier_config["scheduler"]["queues"])
@@ -189,7 +184,6 @@ def run_gateway(
         "--keys", str(keys_path),
         "--state-dir", str(workdir / f"{name}-state"),
         "--log-level", "warning",
-        *extra_args,
     ]  # fmt: skip
     url = f"http://127.0.0.1:{port}"
     with _process(argv, workdir / f"{name}-gateway.log", url, 30) as u:
