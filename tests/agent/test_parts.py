@@ -99,7 +99,7 @@ def test_skipping_the_unread_lines_reads_what_the_whole_text_does() -> None:
     second_engine = {  # a second label set right after the first, as exporters write them
         '{model_name="m"} 3.0\n': '{model_name="m"} 3.0\n'
         'vllm:num_requests_running{model_name="m",engine="1",label="a b{c}"} 2.0\n',
-        'vllm:num_preemptions_total{model_name="m"} 2.0\n': 'vllm:num_preemptions_total'
+        'vllm:num_preemptions_total{model_name="m"} 2.0\n': "vllm:num_preemptions_total"
         '{model_name="m"} 2.0\nvllm:num_preemptions_total{model_name="m",engine="1"} 5.0\n',
         '_total{model_name="m"} 100.0\n': '_total{model_name="m"} 100.0\n'
         'vllm:prefix_cache_queries_created{model_name="m"} 1.7e+09\n',
