@@ -7,8 +7,9 @@ benchmark (docs/performance.md).
 `record` writes one line a sample: the time and, for every process, its label and cumulative
 CPU seconds (utime + stime). `summary` reads a `perf.headline --json` record and prints, for
 every arm of every round, the cores each label used inside the arm's measured window.
-Labels: the gateway (`python -m gpu_agent`), the load generator (`perf.headline`), vLLM's
-processes by their thread name (API server, EngineCore, workers); the rest is `other`."""
+Labels: the gateway (`python -m gpu_agent`), the bare relay (`gpu_agent.relay_floor`), the
+load generator (`perf.headline`), vLLM's processes by their thread name (API server,
+EngineCore, workers); the rest is `other`."""
 
 from __future__ import annotations
 
@@ -32,6 +33,8 @@ def label(pid: int) -> str | None:
         comm = Path(f"/proc/{pid}/comm").read_text().strip()
     except OSError:
         return None
+    if "-m gpu_agent.relay_floor" in cmd:
+        return "relay"
     if "-m gpu_agent" in cmd:
         return "gateway"
     if "perf.headline" in cmd:

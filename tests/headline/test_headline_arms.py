@@ -44,3 +44,16 @@ def test_the_fcfs_and_gateway_arms_complete_every_request(tmp_path: Path) -> Non
     # The gateway reorders, it does not shed: no queue limits in seed 000.
     assert gateway.tier_row("overall")["rejected"] == 0
     assert gateway.engine["gateway_queues"] is not None
+
+
+@pytest.mark.slow
+def test_the_relay_floor_arm_goes_through_the_bare_relay(tmp_path: Path) -> None:
+    prompts = write_prompts(tmp_path / "prompts.jsonl", records_needed(8.0, 3.0), seed=4)
+    setup = Setup(8.0, 2.0, 1.0, 4, 1.0, prompts, tmp_path)
+    relay = next(arm for arm in standard_arms() if arm.key == "p")
+    outcome = run_arm(relay, setup)
+    overall = outcome.tier_row("overall")
+    assert overall["errors"] == 0 and overall["completed"] == overall["requests"] > 0
+    record = outcome.to_json()
+    assert record["via_relay"] and not record["via_gateway"] and record["client_sends_priority"]
+    assert (tmp_path / f"{relay.name}-relay.log").exists()  # the relay process ran

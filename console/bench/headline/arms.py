@@ -13,7 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from console.bench.headline import telemetry
-from console.bench.headline.procs import GATEWAY_KEY, VllmEngine, run_engine, run_gateway
+from console.bench.headline.procs import (
+    GATEWAY_KEY,
+    VllmEngine,
+    run_engine,
+    run_gateway,
+    run_relay,
+)
 from console.bench.headline.workload import (
     MODEL,
     SEED_TIER_CONFIG,
@@ -35,6 +41,7 @@ class Arm:
     policy: str  # the engine's --scheduling-policy
     tier_config: dict[str, Any] | None = None  # None: straight to the engine
     send_priority: bool = False  # the client sets vLLM's `priority` per tier itself
+    relay: bool = False  # through the bare relay (gpu_agent.relay_floor), no gateway
 
     @property
     def via_gateway(self) -> bool:
@@ -68,6 +75,11 @@ def standard_arms() -> list[Arm]:
         # land apart (perf.headline --rounds judges it against (b) like any other arm).
         Arm("i", "direct-priority-again", "engine direct, priority policy (b again, A/A)",
             "priority", send_priority=True),
+        # The hop's floor: (b) through a bare relay on the gateway's own HTTP stack, so that a
+        # run splits the gateway's distance from (b) into the hop's and the rest's.
+        Arm("p", "relay-floor-priority",
+            "bare relay (the gateway's hop alone), engine priority, priority per tier",
+            "priority", send_priority=True, relay=True),
     ]  # fmt: skip
 
 
@@ -151,6 +163,7 @@ class ArmOutcome:
             "engine_policy": self.arm.policy,
             "via_gateway": self.arm.via_gateway,
             "client_sends_priority": self.arm.send_priority,
+            "via_relay": self.arm.relay,
             "tier_config": self.arm.tier_config,
             "engine_flags": self.engine_flags,
             "tiers": {t: self.tier_row(t) for t in (*TIERS, "overall")},
@@ -190,11 +203,12 @@ def run_arm(
     flags = engine_flags(arm.policy, setup.time_scale, setup.seed, setup.engine)
     simulated = setup.engine == "sim"
     with run_engine(MODEL, flags, setup.workdir, arm.name, setup.vllm) as engine_url:
-        gateway = (
-            run_gateway(engine_url, arm.tier_config, setup.workdir, arm.name)
-            if arm.tier_config is not None
-            else contextlib.nullcontext(engine_url)
-        )
+        if arm.tier_config is not None:
+            gateway = run_gateway(engine_url, arm.tier_config, setup.workdir, arm.name)
+        elif arm.relay:
+            gateway = run_relay(engine_url, setup.workdir, arm.name)
+        else:
+            gateway = contextlib.nullcontext(engine_url)
         with gateway as target:
             spec = arm_spec(
                 base_url=target,

@@ -188,3 +188,17 @@ def run_gateway(
     url = f"http://127.0.0.1:{port}"
     with _process(argv, workdir / f"{name}-gateway.log", url, 30) as u:
         yield u
+
+
+@contextlib.contextmanager
+def run_relay(engine_url: str, workdir: Path, name: str) -> Iterator[str]:
+    """The bare relay (`python -m gpu_agent.relay_floor`) in front of `engine_url`."""
+    port = free_port()
+    argv = [
+        sys.executable, "-m", "gpu_agent.relay_floor",
+        "--engine-url", engine_url,
+        "--listen", f"127.0.0.1:{port}",
+    ]  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    with _process(argv, workdir / f"{name}-relay.log", url, 30) as u:
+        yield u
