@@ -147,12 +147,12 @@ async def test_the_minimum_share_serves_the_newest_of_a_stale_batch_backlog(
     upstream: str, tmp_path: Path
 ) -> None:
     # 80 online at once (~6 s of work, one stream at a time) and 10 batch just after, then one
-    # more batch at 2 s. The default min_share (0.05 of the last releases) gives batch about
-    # one release in 20 while online floods; once batch's oldest has waited over
+    # more batch at 2 s. A min_share of 0.05 of the last releases gives batch about one
+    # release in 20 while online floods; once batch's oldest has waited over
     # lifo_after_ms, each takes its newest request (a client still waiting, where the oldest
     # has most likely given up): the late one goes before most of the 10. Before, the share
     # took the oldest: the late one was served last of them.
-    with gateway(tmp_path, upstream, {"max_in_flight": 1}) as agent:
+    with gateway(tmp_path, upstream, {"max_in_flight": 1, "min_share": 0.05}) as agent:
         async with client() as c:
             flood = [asyncio.create_task(one(c, agent.url, "online")) for _ in range(80)]
             await asyncio.sleep(0.05)

@@ -1,5 +1,6 @@
 """The headline arms' tier configs (console/bench/headline/arms.py): each parses, and the
-paired arm (h) is arm (d) with the recovery reserve off and nothing else changed."""
+paired arms (h) and (s) are arm (d) with the recovery reserve, or the starvation bound, off
+and nothing else changed."""
 
 from __future__ import annotations
 
@@ -25,6 +26,17 @@ def test_arm_h_is_arm_d_without_the_recovery_reserve() -> None:
     without = {**h.tier_config["scheduler"], "admission": {}}
     assert without == {**d.tier_config["scheduler"], "admission": {}}
     assert h.policy == d.policy == "priority"
+
+
+def test_arm_s_is_arm_d_without_the_starvation_bound() -> None:
+    arms = {arm.key: arm for arm in standard_arms()}
+    d, s = arms["d"], arms["s"]
+    assert d.tier_config is not None and s.tier_config is not None
+    assert parse_config(d.tier_config).scheduler.admission.min_share == 0.01
+    assert parse_config(s.tier_config).scheduler.admission.min_share == 0
+    without = {**s.tier_config["scheduler"], "admission": {}}
+    assert without == {**d.tier_config["scheduler"], "admission": {}}
+    assert s.policy == d.policy == "priority"
 
 
 def test_arm_i_is_arm_b_again() -> None:

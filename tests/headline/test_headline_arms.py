@@ -9,6 +9,7 @@ perf.headline` (docs/performance.md, "Headline" and "Headline, short").
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -44,6 +45,17 @@ def test_the_fcfs_and_gateway_arms_complete_every_request(tmp_path: Path) -> Non
     # The gateway reorders, it does not shed: no queue limits in seed 000.
     assert gateway.tier_row("overall")["rejected"] == 0
     assert gateway.engine["gateway_queues"] is not None
+    # Each arm leaves its once-a-second trace: the engine's gauges, and the gateway's queues,
+    # awaiting limit and reserved slots, timestamped inside the arm's run.
+    trace = json.loads((tmp_path / f"{gateway.arm.name}-trace.json").read_text())
+    start, end = gateway.result.started_at, gateway.result.finished_at
+    assert len(trace["engine"]) >= DURATION_S and len(trace["gateway"]) >= DURATION_S
+    assert all(start - 1 <= p["t"] <= end + 1 for p in trace["engine"])
+    point = trace["gateway"][-1]
+    assert start - 1 <= point["t"][""] <= end + 1
+    assert point["limit"][""] >= 1 and "online" in point["queued"]
+    assert "reserved" in point
+    assert json.loads((tmp_path / f"{fcfs.arm.name}-trace.json").read_text())["gateway"] is None
 
 
 @pytest.mark.slow

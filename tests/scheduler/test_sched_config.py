@@ -33,7 +33,7 @@ def test_seed_parses_verbatim_and_round_trips_identically(seed: dict[str, Any]) 
     assert cfg.scheduler.admission.max_awaiting_first_token is None  # adapted
     assert cfg.scheduler.admission.reserved_slots == 0
     assert cfg.scheduler.admission.pass_priority is True
-    assert cfg.scheduler.admission.min_share == 0.05
+    assert cfg.scheduler.admission.min_share == 0.01
 
 
 def test_default_config_is_the_seed(seed: dict[str, Any]) -> None:
@@ -212,7 +212,7 @@ def test_diff_lists_leaf_changes_with_defaults_filled_in() -> None:
     assert removed.new is None and removed.old["priority"] == 3
     assert diff_configs(old, old) == []
     # an explicit default is no change
-    assert diff_configs(old, make_config(admission={"min_share": 0.05})) == []
+    assert diff_configs(old, make_config(admission={"min_share": 0.01})) == []
     # a fixed awaiting cap where the old one adapted is a change
     fixed = make_config(admission={"max_awaiting_first_token": 4})
     assert diff_configs(old, fixed) == [

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -71,6 +72,11 @@ def standard_arms() -> list[Arm]:
         Arm("h", "gateway-noreserve-priority",
             "gateway (seed 000 tiers, admission.recovery_reserve 0), engine priority",
             "priority", with_admission(SEED_TIER_CONFIG, recovery_reserve=0)),
+        # Issue 16: (d) without the starvation bound (strict priority, as the engine alone):
+        # what serving the lower tiers their share costs online, paired with (d) in one run.
+        Arm("s", "gateway-noshare-priority",
+            "gateway (seed 000 tiers, admission.min_share 0), engine priority", "priority",
+            with_admission(SEED_TIER_CONFIG, min_share=0)),
         # The A/A check: (b) once more, so that a run measures how far two identical arms
         # land apart (perf.headline --rounds judges it against (b) like any other arm).
         Arm("i", "direct-priority-again", "engine direct, priority policy (b again, A/A)",
@@ -179,8 +185,10 @@ class ArmOutcome:
 
 
 async def _drive(
-    spec: Any, engine_url: str, gateway_url: str | None, simulated: bool
+    spec: Any, engine_url: str, gateway_url: str | None, simulated: bool, trace: Path
 ) -> tuple[RunResult, dict[str, Any], dict[str, Any] | None]:
+    """Replay the workload while sampling the engine (and the gateway) once a second; the
+    samples, timestamped, go to `trace` (JSON) so that an arm's tail can be placed in time."""
     sampler = telemetry.KvSampler(engine_url, simulated)
     gateway = telemetry.GatewaySampler(gateway_url) if gateway_url else None
     tasks = [asyncio.create_task(sampler.run())]
@@ -193,6 +201,8 @@ async def _drive(
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+    points = {"engine": sampler.points, "gateway": gateway.points if gateway else None}
+    trace.write_text(json.dumps(points), encoding="utf-8")
     return result, sampler.summary(), gateway.summary() if gateway is not None else None
 
 
@@ -224,7 +234,13 @@ def run_arm(
             gpu0 = telemetry.sim_gpu(engine_url) if simulated else {}
             counters0 = telemetry.engine_counters(engine_url)
             result, kv, gateway_queues = asyncio.run(
-                _drive(spec, engine_url, target if arm.via_gateway else None, simulated)
+                _drive(
+                    spec,
+                    engine_url,
+                    target if arm.via_gateway else None,
+                    simulated,
+                    setup.workdir / f"{arm.name}-trace.json",
+                )
             )
             gpu1 = telemetry.sim_gpu(engine_url) if simulated else {}
             counters1 = telemetry.engine_counters(engine_url)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import statistics
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -117,7 +118,8 @@ class KvSampler:
         async with aiohttp.ClientSession() as session:
             while True:
                 with contextlib.suppress(aiohttp.ClientError, TimeoutError, ValueError):
-                    self.points.append(await self._point(session))
+                    at = time.time()
+                    self.points.append({**await self._point(session), "t": at})
                 await asyncio.sleep(self.interval_s)
 
     def summary(self) -> dict[str, Any]:
@@ -155,7 +157,8 @@ def step_fidelity(before: dict[str, Any], after: dict[str, Any]) -> dict[str, fl
 class GatewaySampler:
     """Polls the gateway's /metrics during an arm: per tier, the requests queued in the gateway
     and the released ones still awaiting their first token (the slots of
-    admission.max_awaiting_first_token)."""
+    admission.max_awaiting_first_token); and for the arm's trace, the awaiting limit and the
+    slots reserved for the most urgent tier (`t`: when, Unix seconds)."""
 
     gateway_url: str
     interval_s: float = SAMPLE_INTERVAL_S
@@ -163,13 +166,20 @@ class GatewaySampler:
 
     async def run(self) -> None:
         url = self.gateway_url + "/metrics"
-        wanted = {"tiergate_queue_depth": "queued", "tiergate_awaiting_first_token": "awaiting"}
+        wanted = {
+            "tiergate_queue_depth": "queued",
+            "tiergate_awaiting_first_token": "awaiting",
+            "tiergate_awaiting_limit": "limit",
+            "tiergate_reserved_slots": "reserved",
+        }
         async with aiohttp.ClientSession() as session:
             while True:
                 with contextlib.suppress(aiohttp.ClientError, TimeoutError, ValueError):
                     async with session.get(url) as resp:
                         text = await resp.text()
+                    at = time.time()
                     point: dict[str, dict[str, float]] = {v: {} for v in wanted.values()}
+                    point["t"] = {"": at}
                     for family in families(text, wanted):
                         for sample in family.samples:
                             if sample.name in wanted:
