@@ -4,6 +4,8 @@ and nothing else changed."""
 
 from __future__ import annotations
 
+import pytest
+
 from console.bench.headline.arms import standard_arms
 from console.bench.headline.options import check
 from perf.headline.__main__ import build_parser
@@ -17,26 +19,22 @@ def test_every_gateway_arm_config_parses() -> None:
         parse_config(arm.tier_config)
 
 
-def test_arm_h_is_arm_d_without_the_recovery_reserve() -> None:
+@pytest.mark.parametrize(
+    ("key", "field", "in_d", "in_arm"),
+    [("h", "recovery_reserve", 0.5, 0), ("s", "min_share", 0.01, 0)],
+)
+def test_a_paired_arm_is_arm_d_with_one_admission_field_off(
+    key: str, field: str, in_d: float, in_arm: float
+) -> None:
     arms = {arm.key: arm for arm in standard_arms()}
-    d, h = arms["d"], arms["h"]
-    assert d.tier_config is not None and h.tier_config is not None
-    assert parse_config(d.tier_config).scheduler.admission.recovery_reserve == 0.5
-    assert parse_config(h.tier_config).scheduler.admission.recovery_reserve == 0
-    without = {**h.tier_config["scheduler"], "admission": {}}
+    d, paired = arms["d"], arms[key]
+    assert d.tier_config is not None and paired.tier_config is not None
+    assert getattr(parse_config(d.tier_config).scheduler.admission, field) == in_d
+    assert getattr(parse_config(paired.tier_config).scheduler.admission, field) == in_arm
+    without = {**paired.tier_config["scheduler"], "admission": {}}
     assert without == {**d.tier_config["scheduler"], "admission": {}}
-    assert h.policy == d.policy == "priority"
-
-
-def test_arm_s_is_arm_d_without_the_starvation_bound() -> None:
-    arms = {arm.key: arm for arm in standard_arms()}
-    d, s = arms["d"], arms["s"]
-    assert d.tier_config is not None and s.tier_config is not None
-    assert parse_config(d.tier_config).scheduler.admission.min_share == 0.01
-    assert parse_config(s.tier_config).scheduler.admission.min_share == 0
-    without = {**s.tier_config["scheduler"], "admission": {}}
-    assert without == {**d.tier_config["scheduler"], "admission": {}}
-    assert s.policy == d.policy == "priority"
+    assert paired.tier_config["scheduler"]["admission"] == {field: in_arm}
+    assert paired.policy == d.policy == "priority"
 
 
 def test_arm_i_is_arm_b_again() -> None:
