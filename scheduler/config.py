@@ -77,7 +77,8 @@ class AdaptiveConfig(_Strict):
 
 # The starvation bound's default: a floor against starving a tier to zero, not a fair share.
 # At 0.05, on a real vLLM past its knee, the offline share's long requests cost online TTFT
-# P99 x1.3 of engine priority alone; without the bound the gateway was x0.65 (docs/admission.md).
+# P99 x1.13 of engine priority alone and x0.95 the requests; without the bound the gateway was
+# x0.65 (docs/admission.md, "What the share costs online").
 DEFAULT_MIN_SHARE = 0.01
 # Overload (docs/admission.md): a tier whose oldest queued request has waited this long is
 # backed up and releases newest first; a queued request this old is shed (503 + Retry-After)
