@@ -65,7 +65,7 @@ async def test_load_generator_ttft_agrees_with_the_wire_ground_truth() -> None:
     with run_sim_process(extra_args=["--max-num-seqs", "8", "--sim-wire-timestamps"]) as base:
         since = time.time()
         spec = WorkloadSpec(
-            base_url=f"{base}/v1", model="demo", concurrency=8, requests=32, max_tokens=8
+            base_url=f"{base}/v1", model="demo", concurrency=2, requests=40, max_tokens=8
         )
         result = await run_workload(spec)
         truth = sim_truth(base, since)
@@ -81,7 +81,10 @@ async def test_load_generator_ttft_agrees_with_the_wire_ground_truth() -> None:
         assert record["first_token_sent_time"] >= record["first_token_time"]
     # Both ends are stamped next to the syscalls: what is left is loopback and scheduling. (A
     # client descheduled for longer than a token gap reads two chunks at once and takes the
-    # later time, so a busy machine may leave a few requests off; most must agree.)
+    # later time, and on a busy machine loopback delivery itself can be deferred by a scheduler
+    # slice, ~3 ms, so a few requests may be off; most must agree.) One such event delays every
+    # stream whose first token went out in that engine step: with 8 streams one event took 7 of
+    # 32 off on CI's machine, so two streams keep one event from counting as many.
     assert statistics.median(errors) < 0.001, sorted(errors)
     assert sum(e < 0.002 for e in errors) >= 0.8 * len(errors), sorted(errors)
 
