@@ -80,9 +80,10 @@ class AdaptiveConfig(_Strict):
 # P99 x1.13 of engine priority alone and x0.95 the requests; without the bound the gateway was
 # x0.65 (docs/admission.md, "What the share costs online").
 DEFAULT_MIN_SHARE = 0.01
-# Overload (docs/admission.md): a tier whose oldest queued request has waited this long is
-# backed up and releases newest first; a queued request this old is shed (503 + Retry-After)
-# unless its queue sets its own `queue_timeout_ms`.
+# Overload (docs/admission.md): the most urgent tier whose oldest queued request has waited this
+# long is backed up, and while its backlog is also more than the engine clears soon
+# (scheduler/rooms.py) it releases newest first; a queued request this old is shed (503 +
+# Retry-After) unless its queue sets its own `queue_timeout_ms`.
 DEFAULT_LIFO_AFTER_MS = 1000
 DEFAULT_SHED_AFTER_MS = 30000
 # Recovery (scheduler/reserve.py): for this long after the most urgent tier was backed up, the

@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections import deque
 
 from scheduler.config import DEFAULT_MAX_IN_FLIGHT, TierConfig
-from scheduler.limiter import AwaitingLimit
+from scheduler.limiter import AwaitingLimit, FreedRate
 from scheduler.queues import SWEEP_MIN_DEAD, Entry, Flight, TierQueue
 from scheduler.reserve import RecoveryReserve
 from scheduler.rooms import Rooms
@@ -77,6 +77,7 @@ class Dispatcher(Rooms):
         self.recovery = RecoveryReserve(0.0, None)
         self._recovery_cap: int | None = None  # in-flight cap of the less urgent tiers, if any
         self._urgent_backed_up = False
+        self._freed = FreedRate()
         self._feed: int | None = None
         self._apply(config)
 
@@ -205,6 +206,7 @@ class Dispatcher(Rooms):
         if flight is None:
             return False
         flight.tier.in_flight -= 1
+        self._freed.freed(now)
         if flight.awaiting:
             flight.settle()
             self._awaiting -= 1
@@ -237,7 +239,7 @@ class Dispatcher(Rooms):
             if tier.timeout_s is not None and tier.depth:
                 self._expire(tier, now, rejected)
         flight = self._flight
-        self._urgent_backed_up = bool(self._order) and self._order[0].backed_up(now)
+        self._urgent_backed_up = self._urgent_overloaded(now)
         if self._urgent_backed_up:
             self.recovery.backed_up(now)
         self._feed = self._feed_now(now)
@@ -279,7 +281,8 @@ class Dispatcher(Rooms):
                 # (selection.awaiting_upto): one at a time, as the rule says.
                 room = min(room, 1)
             before = len(released)
-            self._release(chosen, room, now, released, sent_as, lifo=chosen.backed_up(now))
+            lifo = not chosen.rank and self._urgent_backed_up
+            self._release(chosen, room, now, released, sent_as, lifo=lifo)
             if len(released) == before:
                 # Only stale requests of the most urgent tier, and no room one tier down: the
                 # slot goes to the next tier that may take it (work conservation).

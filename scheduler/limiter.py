@@ -56,6 +56,26 @@ DRAIN_S = 0.5
 RATE_WINDOW_S = 2.0
 
 
+class FreedRate:
+    """Engine sequences freed (requests completed, any tier) over the last RATE_WINDOW_S: how
+    fast the most urgent tier's backlog would clear if it took every sequence the engine frees.
+    Unlike its own first-token rate, the gateway's own holding back does not lower it much."""
+
+    __slots__ = ("_times",)
+
+    def __init__(self) -> None:
+        self._times: deque[float] = deque()
+
+    def freed(self, now: float) -> None:
+        self._times.append(now)
+
+    def per_s(self, now: float) -> float:
+        times = self._times
+        while times and times[0] < now - RATE_WINDOW_S:
+            times.popleft()
+        return len(times) / RATE_WINDOW_S
+
+
 class LatencyTrack:
     """One tier's first-token latencies: the windowed minimum and a weighted mean."""
 

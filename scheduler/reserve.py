@@ -8,8 +8,9 @@ stays at several times its baseline until that backlog has drained (docs/perform
 "Overload and recovery").
 
 The rule (docs/admission.md, "Recovery"):
-- it starts when the most urgent tier is backed up in the gateway (its oldest queued request
-  has waited over `lifo_after_ms`): an overload, not a busy engine;
+- it starts when the most urgent tier is overloaded in the gateway (its oldest queued request
+  has waited over `lifo_after_ms` and its backlog is more than the engine clears soon,
+  `Rooms._urgent_overloaded`): an overload, not a busy engine;
 - while it holds, a less urgent tier may take a slot only while fewer than
   `sequences - reserve` requests (of any tier) are in flight, `reserve =
   ceil(recovery_reserve x sequences)` (at most `sequences - 1`): trunk reservation, so that

@@ -8,10 +8,14 @@ of a starvation-bound release. Pure: every input is the dispatcher's state or `n
 
 from __future__ import annotations
 
-from scheduler.limiter import AwaitingLimit
+from scheduler.limiter import AwaitingLimit, FreedRate
 from scheduler.queues import Flight, TierQueue
 from scheduler.reserve import RecoveryReserve
 from scheduler.selection import ShareWindow, awaiting_upto, owed_tier
+
+# A backlog of the most urgent tier that the engine would clear within this many seconds, by
+# the rate it frees sequences, is not an overload (`Rooms._urgent_overloaded`).
+OVERLOAD_CLEAR_S = 5.0
 
 
 class Rooms:
@@ -23,9 +27,10 @@ class Rooms:
     _limit: int
     _urgent_limit: int
     _recovery_cap: int | None
-    _urgent_backed_up: bool  # the most urgent tier was backed up at the poll's start
+    _urgent_backed_up: bool  # the most urgent tier was overloaded at the poll's start
     _feed: int | None  # its awaiting in the engine while backed up (`_release`), if any
     _shares: ShareWindow
+    _freed: FreedRate
     max_in_flight: int
     reserved: int
     min_share: float
@@ -59,6 +64,20 @@ class Rooms:
         FIFO), so it has `_urgent_allowance` on top: only a backlog beyond that stays here."""
         return self._urgent_limit if tier.rank == 0 else self._limit
 
+    def _urgent_overloaded(self, now: float) -> bool:
+        """The most urgent tier is backed up (its oldest queued request waited over
+        `lifo_after_ms`) and its backlog is more than the engine clears in OVERLOAD_CLEAR_S
+        even if it took every sequence the engine frees: an overload of that tier, not a
+        backlog the engine works off soon. Only then do the overload rules apply (newest first,
+        the feed, the recovery reserve, no allowance): at a mild overload FIFO clears the
+        backlog, and newest first would leave its oldest requests until they are shed."""
+        if not self._order:
+            return False
+        urgent = self._order[0]
+        if not urgent.backed_up(now):
+            return False
+        return urgent.depth > self._freed.per_s(now) * OVERLOAD_CLEAR_S
+
     def _urgent_allowance(self, now: float) -> int:
         """The most urgent tier's awaiting on top of the limit (priority engine, adaptive):
         half a second of its first tokens, unless backed up (the engine's FIFO share of the
@@ -89,6 +108,9 @@ class Rooms:
             return False
         if tier.rank or self._feed is None or len(self._order) < 2:
             return True
+        awaiting = self._awaiting_upto(tier)
+        if self._limit_for(tier) <= awaiting < self._feed:
+            return True  # the limit stops it before the feed does
         down = self._order[1]
         return flight < self._cap(down) and self._lower_room(down) > 0
 

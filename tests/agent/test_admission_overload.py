@@ -107,20 +107,27 @@ async def test_without_an_age_bound_the_offline_request_waits_out_the_backlog(
     assert sum(1 for _, at, _ in done if at > offline[1]) == 0
 
 
-async def test_a_backed_up_online_queue_serves_the_newest_first(
-    upstream: str, tmp_path: Path
+@pytest.mark.parametrize(("burst", "overload"), [(100, True), (30, False)])
+async def test_an_online_overload_serves_the_newest_first(
+    upstream: str, tmp_path: Path, burst: int, overload: bool
 ) -> None:
-    # The seed's defaults (lifo_after_ms 1000): 40 online at once (~3 s of work), then one more
-    # after 1.3 s, when the oldest has waited past the bound: it is served next, not last.
+    # The seed's defaults (lifo_after_ms 1000): `burst` online at once, about 80 ms each one at
+    # a time, then one more after 1.3 s, when the oldest has waited past the bound. 100 (~8 s
+    # of work) is more than the engine clears in OVERLOAD_CLEAR_S (5 s): an overload, and the
+    # late one is served next, not last. 30 (~2.4 s) is a backlog the engine works off soon:
+    # FIFO, and the late one is served last.
     with gateway(tmp_path, upstream, {"max_in_flight": 1}) as agent:
         async with client() as c:
-            burst = [asyncio.create_task(one(c, agent.url, "online")) for _ in range(40)]
+            older = [asyncio.create_task(one(c, agent.url, "online")) for _ in range(burst)]
             await asyncio.sleep(1.3)
             late = await one(c, agent.url, "online")
-            done = await asyncio.gather(*burst)
+            done = await asyncio.gather(*older)
     assert late[0] == 200 and all(status == 200 for status, _, _ in done)
     after = sum(1 for _, at, _ in done if at > late[1])
-    assert after >= 10, f"only {after} of the 40 older requests were answered after the newest"
+    if overload:
+        assert after >= 10, f"only {after} of the {burst} older requests answered after the newest"
+    else:
+        assert after == 0, f"{after} of the {burst} older requests answered after the newest"
 
 
 async def test_the_sojourn_bound_answers_every_request_with_503_and_retry_after(
@@ -172,11 +179,12 @@ async def test_the_minimum_share_serves_the_newest_of_a_stale_batch_backlog(
 async def test_a_backlog_sent_on_as_the_next_tier_lets_a_new_request_overtake_it_in_the_engine(
     tmp_path: Path,
 ) -> None:
-    # The simulator, one sequence at a time, priority policy, ~65 ms a request: 60 online at
-    # once (~4 s of work), then one more after 2 s. From 1 s on the backlog is stale (waited
-    # over lifo_after_ms): its releases go to the engine as batch requests, so the new one,
-    # sent as online, overtakes the 6 waiting in the engine's queue. Before, it also waited
-    # behind them (vLLM's queue is FIFO within a priority): 6 or more older ones first.
+    # The simulator, one sequence at a time, priority policy, ~65 ms a request: 150 online at
+    # once (~10 s of work, an overload: more than the engine clears in 5 s), then one more
+    # after 2 s. From 1 s on the backlog is stale (waited over lifo_after_ms): its releases go
+    # to the engine as batch requests, so the new one, sent as online, overtakes the 6 waiting
+    # in the engine's queue. Before, it also waited behind them (vLLM's queue is FIFO within a
+    # priority): 6 or more older ones first.
     args = ("--max-num-seqs", "1", "--scheduling-policy", "priority",
             "--sim-decode-s-per-seq", "0.02")  # fmt: skip
     with (
@@ -185,7 +193,7 @@ async def test_a_backlog_sent_on_as_the_next_tier_lets_a_new_request_overtake_it
     ):
         await asyncio.sleep(1.2)  # the agent learns the model list on its first tick
         async with client() as c:
-            burst = [asyncio.create_task(one(c, agent.url, "online")) for _ in range(60)]
+            burst = [asyncio.create_task(one(c, agent.url, "online")) for _ in range(150)]
             await asyncio.sleep(2.0)
             sent = time.monotonic()
             late = await one(c, agent.url, "online")

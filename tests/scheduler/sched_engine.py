@@ -61,6 +61,8 @@ def run_engine(
     report_waiting_every_s: float | None = None,
     seed: int = 1,
     priority: bool = False,
+    decode_by_tier: dict[str, float] | None = None,
+    step_per_running_s: float = 0.0,
 ) -> EngineRun:
     """Decode times vary uniformly within +-50% of `decode_s` (seeded)."""
     rng = random.Random(seed)
@@ -86,7 +88,8 @@ def run_engine(
         while ranked and running < slots:
             rid = heapq.heappop(ranked)[2]
             running += 1
-            heapq.heappush(events, (now + prefill_s, next(seq), "token", rid))
+            first = prefill_s + step_per_running_s * running
+            heapq.heappush(events, (now + first, next(seq), "token", rid))
 
     while events:
         now, _, kind, what = heapq.heappop(events)
@@ -107,7 +110,8 @@ def run_engine(
             start_some(now)
         elif kind == "token":
             heapq.heappush(events, (now + hop_s, next(seq), "seen", what))
-            length = decode_s * rng.uniform(0.5, 1.5)
+            mean = (decode_by_tier or {}).get(what.rsplit("-", 1)[0], decode_s)
+            length = mean * rng.uniform(0.5, 1.5)
             heapq.heappush(events, (now + length, next(seq), "finish", what))
         elif kind == "seen":
             run.first_token_at[what] = now

@@ -18,7 +18,9 @@ from hypothesis import strategies as st
 
 from scheduler import QUEUE_FULL, QUEUE_TIMEOUT, Dispatcher, Request, TierConfig, parse_config
 from scheduler.dispatcher import SHARE_WINDOW
+from scheduler.limiter import RATE_WINDOW_S
 from scheduler.reserve import EXTEND_HOLDS, RAMP_S
+from scheduler.rooms import OVERLOAD_CLEAR_S
 
 NAMES = ("a", "b", "c")
 
@@ -138,6 +140,7 @@ class Model:
     lower_allowed: int | None = None  # `lower_cap` as of the poll being checked
     urgent_backed: bool = False  # the most urgent tier backed up at that poll's start
     feed: int | None = None  # its bound on its own awaiting while backed up (the dispatcher's)
+    freed: list[float] = field(default_factory=list)  # when each released request ended
 
     def sequences(self) -> int:
         cap = self.config.scheduler.admission.max_in_flight
@@ -243,11 +246,20 @@ class Model:
         ]
         return min(due, key=lambda q: q.seq) if due else None
 
-    def backed_up(self, tier: str, pending: list[Queued], now: float) -> bool:
+    def overloaded(self, pending: list[Queued], now: float) -> bool:
+        """At a poll's start: the most urgent tier's oldest has waited over lifo_after_ms and
+        its backlog is more than the engine clears in OVERLOAD_CLEAR_S at the rate it freed
+        sequences over the last RATE_WINDOW_S."""
         lifo = self.config.scheduler.admission.lifo_after_ms
-        if tier != self.config.tiers_by_urgency()[0]:
-            return False  # adaptive LIFO serves the most urgent tier only
-        return lifo is not None and bool(pending) and now - pending[0].arrived > lifo / 1000.0
+        if lifo is None or not pending or now - pending[0].arrived <= lifo / 1000.0:
+            return False
+        rate = sum(1 for at in self.freed if at >= now - RATE_WINDOW_S) / RATE_WINDOW_S
+        return len(pending) > rate * OVERLOAD_CLEAR_S
+
+    def backed_up(self, tier: str, pending: list[Queued], now: float) -> bool:
+        """Newest first: the most urgent tier only, while overloaded as of the poll's start."""
+        del now
+        return tier == self.config.tiers_by_urgency()[0] and self.urgent_backed and bool(pending)
 
     def stale(self, tier: str, pending: list[Queued], now: float) -> bool:
         """The tier's oldest has waited over lifo_after_ms (any tier)."""
@@ -339,7 +351,7 @@ def check_poll(d: Dispatcher, m: Model, now: float) -> None:
     urgent = m.config.tiers_by_urgency()[0]
     live = sorted((q for rid, q in m.queued.items() if q.tier == urgent and rid not in due),
                   key=lambda q: q.seq)  # fmt: skip
-    m.urgent_backed = m.backed_up(urgent, live, now)
+    m.urgent_backed = m.overloaded(live, now)
     if m.urgent_backed:
         m.backlog_at = m.pressed_at = now
     m.lower_allowed = m.lower_cap(now)
@@ -514,7 +526,8 @@ def test_dispatcher_invariants(cfgs: list[TierConfig], steps: list[tuple[Any, ..
         elif kind == "complete":
             rid = flying[step[1] % len(flying)] if flying else "nobody"
             assert d.complete(rid, now) is (rid in m.flight)
-            m.flight.pop(rid, None)
+            if m.flight.pop(rid, None) is not None:
+                m.freed.append(now)
         elif kind == "cancel":
             rid = f"r{step[1]}"
             expected = rid in m.queued or rid in m.flight
@@ -522,7 +535,8 @@ def test_dispatcher_invariants(cfgs: list[TierConfig], steps: list[tuple[Any, ..
             if rid in m.queued:
                 del m.queued[rid]
                 m.outcome[rid] = "cancelled"
-            m.flight.pop(rid, None)
+            if m.flight.pop(rid, None) is not None:
+                m.freed.append(now)
         elif kind == "engine":
             _, running, waiting = step
             d.engine_waiting(waiting, now, running=running)
@@ -563,6 +577,7 @@ def test_dispatcher_invariants(cfgs: list[TierConfig], steps: list[tuple[Any, ..
         for rid in list(m.flight):
             assert d.complete(rid, now)
             del m.flight[rid]
+            m.freed.append(now)
         now += 1.0
         check_poll(d, m, now)
     assert not m.queued

@@ -6,9 +6,12 @@ work-conserving."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from scheduler import ConfigError, Dispatcher, Request, parse_config
+from scheduler.rooms import OVERLOAD_CLEAR_S
 from tests.scheduler.sched_helpers import make_config, seed_dict
 
 
@@ -194,11 +197,34 @@ def test_the_share_waits_for_the_reserve_unless_online_is_backed_up() -> None:
     assert d.poll(now + 0.1).released == []
     d.arrive(req("on-new"), now + 0.2)
     assert ids(d.poll(now + 0.2).released) == ["on-new"]
-    # Online backed up again (an overload): then the share passes, as online's request.
-    d.arrive(req("on-late"), now + 0.3)
-    d.limiter.fixed = 9  # every awaiting slot taken: "on-late" waits
+    # Online backed up again, and by more than the engine clears in OVERLOAD_CLEAR_S at the
+    # rate it freed sequences (17 in the last 2 s): an overload. Then the share passes, as
+    # online's request.
+    late = [f"on-late{i}" for i in range(1 + math.ceil(17 / 2 * OVERLOAD_CLEAR_S))]
+    for rid in late:
+        d.arrive(req(rid), now + 0.3)
+    d.limiter.fixed = 9  # every awaiting slot taken: the late ones wait
     assert d.poll(now + 0.3).released == []
     d.limiter.fixed = 1000
     result = d.poll(now + 1.5)
     assert ids(result.released)[0] == "b4"  # the newest of a stale backlog
     assert result.sent_as["b4"] == "online"
+
+
+def test_a_backlog_the_engine_clears_soon_is_no_overload() -> None:
+    # One online request waited past lifo_after_ms, but the engine frees 8.5 sequences a
+    # second: not an overload. The share waits for the reserve's room, and no hold restarts.
+    d = seed_dispatcher(min_share=0.05)
+    now = surge(d, 0.0)
+    for i in range(8):
+        d.arrive(req(f"on{i}"), now)
+    assert len(d.poll(now).released) == 8
+    for i in range(5):
+        d.arrive(req(f"b{i}", "batch"), now)
+    d.arrive(req("on-late"), now + 0.3)
+    d.limiter.fixed = 8  # every awaiting slot taken: "on-late" waits
+    assert d.poll(now + 0.3).released == []
+    backlog_at = d.recovery.backlog_at
+    d.limiter.fixed = 1000
+    assert ids(d.poll(now + 1.5).released) == ["on-late"]
+    assert d.recovery.backlog_at == backlog_at
