@@ -15,7 +15,9 @@ from gpu_agent.sim.wire import StampedListener
 from loadgen import WorkloadSpec, run_workload
 
 
-async def test_the_listener_stamps_arrival_even_while_the_loop_is_busy() -> None:
+async def stall_while_bytes_arrive() -> tuple[list[float], float | None, float]:
+    """A client sends 5 bytes while the server's loop is stalled (and 0.2 s longer): the
+    client's clock before and after its send, the listener's stamp, and when the handler ran."""
     listener = StampedListener("127.0.0.1", 0)
     got: asyncio.Queue[tuple[float | None, float]] = asyncio.Queue()
 
@@ -51,7 +53,19 @@ async def test_the_listener_stamps_arrival_even_while_the_loop_is_busy() -> None
     thread.join()
     server.close()
     await server.wait_closed()
-    assert received is not None
+    return sent, received, handled
+
+
+async def test_the_listener_stamps_arrival_even_while_the_loop_is_busy() -> None:
+    # A stamp before the send is causally impossible: once in a full run on this project's
+    # Firecracker VM (kernel 6.18) the stamp read 0.2 s before the client's clock did, which
+    # only a clock that jumped explains. That attempt says nothing about the listener, so it
+    # is measured again (at most three times); a stamp after the send is never retried.
+    for _ in range(3):
+        sent, received, handled = await stall_while_bytes_arrive()
+        assert received is not None
+        if received >= sent[0]:
+            break
     assert sent[0] <= received <= sent[1]  # the kernel's time, not the handler's
     assert handled - sent[1] >= 0.2
 
