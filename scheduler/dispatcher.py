@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections import deque
 
 from scheduler.config import DEFAULT_MAX_IN_FLIGHT, TierConfig
-from scheduler.limiter import AwaitingLimit, FreedRate
+from scheduler.limiter import AwaitingLimit, RecentEvents
 from scheduler.queues import SWEEP_MIN_DEAD, Entry, Flight, TierQueue
 from scheduler.reserve import RecoveryReserve
 from scheduler.rooms import Rooms
@@ -76,8 +76,8 @@ class Dispatcher(Rooms):
         self.limiter = AwaitingLimit(None, self._default_max_in_flight)
         self.recovery = RecoveryReserve(0.0, None)
         self._recovery_cap: int | None = None  # in-flight cap of the less urgent tiers, if any
-        self._urgent_backed_up = False
-        self._freed = FreedRate()
+        self._urgent_overload = False
+        self._freed = RecentEvents()
         self._feed: int | None = None
         self._apply(config)
 
@@ -192,7 +192,7 @@ class Dispatcher(Rooms):
 
     @property
     def urgent_feed(self) -> int | None:
-        """The backed-up most urgent tier's bound on its own awaiting in the last poll."""
+        """The overloaded most urgent tier's bound on its own awaiting in the last poll."""
         return self._feed
 
     @property
@@ -206,7 +206,7 @@ class Dispatcher(Rooms):
         if flight is None:
             return False
         flight.tier.in_flight -= 1
-        self._freed.freed(now)
+        self._freed.add(now)
         if flight.awaiting:
             flight.settle()
             self._awaiting -= 1
@@ -239,8 +239,8 @@ class Dispatcher(Rooms):
             if tier.timeout_s is not None and tier.depth:
                 self._expire(tier, now, rejected)
         flight = self._flight
-        self._urgent_backed_up = self._urgent_overloaded(now)
-        if self._urgent_backed_up:
+        self._urgent_overload = self._urgent_overloaded(now)
+        if self._urgent_overload:
             self.recovery.backed_up(now)
         self._feed = self._feed_now(now)
         self._recovery_cap = self.recovery.lower_cap(self.max_in_flight, now)
@@ -281,7 +281,7 @@ class Dispatcher(Rooms):
                 # (selection.awaiting_upto): one at a time, as the rule says.
                 room = min(room, 1)
             before = len(released)
-            lifo = not chosen.rank and self._urgent_backed_up
+            lifo = not chosen.rank and self._urgent_overload
             self._release(chosen, room, now, released, sent_as, lifo=lifo)
             if len(released) == before:
                 # Only stale requests of the most urgent tier, and no room one tier down: the
@@ -312,7 +312,7 @@ class Dispatcher(Rooms):
         owed: bool = False,
     ) -> None:
         """Release up to `room` of `tier`'s requests: oldest first, or with `lifo` (the tier is
-        backed up) newest first, the newest request's length group first. Each counts in the
+        overloaded) newest first, the newest request's length group first. Each counts in the
         awaiting of `counted` and goes to the engine as its request (see `_counted`)."""
         order = release_order(tier, lifo)
         flight = self._flight

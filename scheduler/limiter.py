@@ -56,24 +56,27 @@ DRAIN_S = 0.5
 RATE_WINDOW_S = 2.0
 
 
-class FreedRate:
-    """Engine sequences freed (requests completed, any tier) over the last RATE_WINDOW_S: how
-    fast the most urgent tier's backlog would clear if it took every sequence the engine frees.
-    Unlike its own first-token rate, the gateway's own holding back does not lower it much."""
+class RecentEvents:
+    """How many events (first tokens of a tier; requests ended, any tier) fell in the last
+    RATE_WINDOW_S. Pruned on every add, so it holds at most one window's worth."""
 
     __slots__ = ("_times",)
 
     def __init__(self) -> None:
         self._times: deque[float] = deque()
 
-    def freed(self, now: float) -> None:
+    def add(self, now: float) -> None:
         self._times.append(now)
+        self.count(now)
 
-    def per_s(self, now: float) -> float:
+    def count(self, now: float) -> int:
         times = self._times
         while times and times[0] < now - RATE_WINDOW_S:
             times.popleft()
-        return len(times) / RATE_WINDOW_S
+        return len(times)
+
+    def per_s(self, now: float) -> float:
+        return self.count(now) / RATE_WINDOW_S
 
 
 class LatencyTrack:
@@ -82,7 +85,7 @@ class LatencyTrack:
     __slots__ = ("_firsts", "_window", "recent_s")
 
     def __init__(self) -> None:
-        self._firsts: deque[float] = deque()  # times of the last RATE_WINDOW_S's samples
+        self._firsts = RecentEvents()  # the last RATE_WINDOW_S's samples
         # Monotonic deque of (time, latency): increasing latencies, so the head is the minimum.
         self._window: deque[tuple[float, float]] = deque()
         self.recent_s: float | None = None
@@ -92,8 +95,7 @@ class LatencyTrack:
         while window and window[-1][1] >= latency_s:
             window.pop()
         window.append((now, latency_s))
-        self._firsts.append(now)
-        self.drained(now)
+        self._firsts.add(now)
         if self.recent_s is None:
             self.recent_s = latency_s
         else:
@@ -101,10 +103,7 @@ class LatencyTrack:
 
     def drained(self, now: float) -> int:
         """First tokens of the last RATE_WINDOW_S seconds."""
-        firsts = self._firsts
-        while firsts and firsts[0] < now - RATE_WINDOW_S:
-            firsts.popleft()
-        return len(firsts)
+        return self._firsts.count(now)
 
     def baseline_s(self, now: float) -> float | None:
         window = self._window

@@ -8,7 +8,7 @@ of a starvation-bound release. Pure: every input is the dispatcher's state or `n
 
 from __future__ import annotations
 
-from scheduler.limiter import AwaitingLimit, FreedRate
+from scheduler.limiter import AwaitingLimit, RecentEvents
 from scheduler.queues import Flight, TierQueue
 from scheduler.reserve import RecoveryReserve
 from scheduler.selection import ShareWindow, awaiting_upto, owed_tier
@@ -27,10 +27,10 @@ class Rooms:
     _limit: int
     _urgent_limit: int
     _recovery_cap: int | None
-    _urgent_backed_up: bool  # the most urgent tier was overloaded at the poll's start
-    _feed: int | None  # its awaiting in the engine while backed up (`_release`), if any
+    _urgent_overload: bool  # the most urgent tier was overloaded at the poll's start
+    _feed: int | None  # its awaiting in the engine while overloaded (`_release`), if any
     _shares: ShareWindow
-    _freed: FreedRate
+    _freed: RecentEvents  # requests ended (engine sequences freed), any tier
     max_in_flight: int
     reserved: int
     min_share: float
@@ -80,28 +80,28 @@ class Rooms:
 
     def _urgent_allowance(self, now: float) -> int:
         """The most urgent tier's awaiting on top of the limit (priority engine, adaptive):
-        half a second of its first tokens, unless backed up (the engine's FIFO share of the
+        half a second of its first tokens, unless overloaded (the engine's FIFO share of the
         backlog would delay the newest, which LIFO releases first); plus each less urgent
         request awaiting its first token: the engine gives a freed slot to an urgent request
         ahead of those, and an urgent request held here lets them take it instead."""
         urgent = self._order[0]
-        drain = 0 if self._urgent_backed_up else self.limiter.drain_allowance(urgent.name, now)
+        drain = 0 if self._urgent_overload else self.limiter.drain_allowance(urgent.name, now)
         return drain + sum(tier.awaiting for tier in self._order[1:])
 
     def _feed_now(self, now: float) -> int | None:
-        """While the most urgent tier is backed up (engine ordering by priority, adaptive
+        """While the most urgent tier is overloaded (engine ordering by priority, adaptive
         limit): how many of its requests may await their first token in the engine as its own,
         the limiter's `feed` (what the engine starts next). The gateway serves that backlog
         newest first, the engine its queue oldest first within a priority: each urgent
         request waiting there is one more that a request sent now waits behind. Releases
         beyond it go as the next tier's (`demoted_tier`), as stale ones do. None: no bound."""
-        if not (self._urgent_backed_up and self.engine_priority and self.limiter.adaptive):
+        if not (self._urgent_overload and self.engine_priority and self.limiter.adaptive):
             return None
         return self.limiter.feed(self._order[0].name, now)
 
     def _held_by_limit(self, tier: TierQueue) -> bool:
         """`tier` holds requests that only the awaiting limit keeps here (the limiter grows
-        then). A backed-up most urgent tier past its feed sends more only as the next tier's:
+        then). An overloaded most urgent tier past its feed sends more only as the next tier's:
         held by the limit only if that tier's slots would take them."""
         flight = len(self._flight)
         if not (tier.depth and flight < self._cap(tier) and self._lower_room(tier)):
@@ -133,10 +133,10 @@ class Rooms:
         most urgent tier that fills every other slot would starve the rest again)."""
         urgent = self._order[0]
         free = len(self._flight) < self.max_in_flight
-        if not self._lower_room(tier) and not self._urgent_backed_up:
+        if not self._lower_room(tier) and not self._urgent_overload:
             # The recovery reserve holds and the most urgent tier has no backlog (at most a
             # request that just arrived, which this poll releases): the share waits for the
-            # reserve's room like any less urgent release. Only the overload itself (a backed-up
+            # reserve's room like any less urgent release. Only the overload itself (an overloaded
             # most urgent tier) lets it pass.
             return False
         return free and self._awaiting_upto(urgent) < self._limit_for(urgent)

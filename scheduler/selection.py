@@ -168,7 +168,7 @@ def share_counted(order: Sequence[TierQueue], tier: TierQueue) -> TierQueue:
 def demoted_tier(
     order: Sequence[TierQueue], tier: TierQueue, engine_priority: bool
 ) -> TierQueue | None:
-    """The tier a backed-up most urgent tier's stale requests (waited over `lifo_after_ms`)
+    """The tier an overloaded most urgent tier's stale requests (waited over `lifo_after_ms`)
     go to the engine as: the next one, in its room, so that the requests sent after them
     overtake them in the engine's priority queue as they do here. None when that does not
     apply (another tier, a single tier, or an engine not ordering by priority)."""
@@ -179,7 +179,7 @@ def demoted_tier(
 
 def release_order(tier: TierQueue, lifo: bool) -> list[deque[Entry]]:
     """The order `tier`'s length groups are released in: by the age of their heads, oldest
-    first, or with `lifo` (the tier is backed up) by their newest entries, newest first (dead
+    first, or with `lifo` (the tier is overloaded) by their newest entries, newest first (dead
     entries found on the way are dropped; the release skips any others it meets)."""
     if lifo:
         for dq in tier.groups:

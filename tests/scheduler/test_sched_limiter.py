@@ -11,7 +11,7 @@ import statistics
 import pytest
 
 from scheduler import Dispatcher
-from scheduler.limiter import DRAIN_S, INITIAL_LIMIT, AwaitingLimit
+from scheduler.limiter import DRAIN_S, INITIAL_LIMIT, RATE_WINDOW_S, AwaitingLimit, RecentEvents
 from tests.scheduler.sched_engine import EngineRun, poisson, run_engine
 from tests.scheduler.sched_helpers import make_config
 
@@ -160,3 +160,14 @@ def test_the_engine_reading_keeps_the_limit_up_when_latency_misleads() -> None:
     )
     assert gw.done >= 0.995 * direct.done
     assert d.stats(60.0).engine_waiting is not None
+
+
+def test_recent_events_hold_one_window_only() -> None:
+    # The dispatcher adds every ended request; it reads the rate only while online is backed
+    # up. Pruned on add, the times of a long quiet-online run do not pile up.
+    events = RecentEvents()
+    for i in range(10_000):
+        events.add(i * 0.01)  # 100 events a second for 100 s
+    assert len(events._times) <= 100 * RATE_WINDOW_S + 1
+    assert events.per_s(99.99) == pytest.approx(100, rel=0.01)
+    assert events.count(200.0) == 0
