@@ -35,9 +35,14 @@ def row(run: EngineRun) -> str:
     online = sum(1 for r in run.arrived_at if r.startswith("online"))
     p50 = ttfts[len(ttfts) // 2]
     p99 = ttfts[int(0.99 * (len(ttfts) - 1))]
+    lower = ", ".join(
+        f"{tier} {sum(1 for r in run.first_token_at if r.startswith(tier))}/"
+        f"{sum(1 for r in run.arrived_at if r.startswith(tier))}"
+        for tier in ("batch", "offline")
+    )
     return (
-        f"online TTFT p50 {p50:.2f} s p99 {p99:.2f} s, served {len(ttfts)}/{online}, "
-        f"engine running {run.mean_running(10.0, 60.0):.2f} of 16"
+        f"online TTFT p50 {p50:.2f} s p99 {p99:.2f} s, served {len(ttfts)}/{online} "
+        f"({lower}), engine running {run.mean_running(10.0, 60.0):.2f} of 16"
     )
 
 

@@ -363,7 +363,7 @@ class Dispatcher(Rooms):
                     sent_as[req.id] = counted.name
                 out.append(req)
                 waits.append(now - entry.arrived)
-                self._shares.count(tier.name)
+                self._shares.count(tier.name, entry.tokens)
                 self._awaiting += 1
                 counted.awaiting += 1
                 taken += 1

@@ -11,14 +11,15 @@ urgent tiers' awaiting count on top, `Dispatcher._urgent_allowance`; a tier with
 is held while a more urgent request awaits, `awaiting_upto`):
 0. the age bound: the oldest request past its tier's `promote_after_ms` goes as a request of
    the next more urgent tier (its room, its awaiting count, its engine priority), `aged_tier`;
-1. the starvation bound: a tier with queued requests whose share of the last `SHARE_WINDOW`
-   released requests (`ShareWindow`) is under `admission.min_share` is owed; the
-   most urgent owed tier releases one request, `owed_tier`: its oldest, or its newest while
-   its oldest has waited over `admission.lifo_after_ms` (a stale backlog's oldest client has
-   most likely given up). While a more urgent tier has requests waiting, it goes to the
-   engine as a request of the most urgent tier, so it needs that tier's awaiting room (not its
-   own, which the more urgent tiers may fill) and counts there; with none ahead it passes no
-   one and goes as its own tier, `share_counted`;
+1. the starvation bound: a tier with queued requests whose share of the engine work (prompt
+   plus maximum output tokens) of the last `SHARE_WINDOW` released requests (`ShareWindow`)
+   is under `admission.min_share` is owed; the most urgent owed tier releases one request,
+   `owed_tier`: its oldest, or its newest while its oldest has waited over
+   `admission.lifo_after_ms` (a stale backlog's oldest client has most likely given up).
+   While a more urgent tier has requests waiting, it goes to the engine as a request of the
+   most urgent tier, so it needs that tier's awaiting room (not its own, which the more
+   urgent tiers may fill) and counts there; with none ahead it passes no one and goes as its
+   own tier, `share_counted`;
 2. else the most urgent ready tier releases a batch (up to `max_batch_size` requests and
    `max_tokens_per_batch` tokens), stopping early when another tier becomes owed,
    `chosen_tier`;
@@ -49,23 +50,34 @@ HasRoom = Callable[[TierQueue], bool]
 
 
 class ShareWindow:
-    """Tier names of the last SHARE_WINDOW released requests, and how many each holds."""
+    """The last SHARE_WINDOW released requests: per tier how many (`counts`) and how much
+    engine work (`work`: prompt plus maximum output tokens, `Entry.tokens`), and the work of
+    all of them (`total`). The starvation bound compares work, not requests: an offline
+    request holds a sequence many times as long as an online one, so a share of releases
+    would be a far larger share of the engine (docs/admission.md, "Starvation bound")."""
 
-    __slots__ = ("counts", "names")
+    __slots__ = ("counts", "released", "total", "work")
 
     def __init__(self) -> None:
-        self.names: deque[str] = deque()
+        self.released: deque[tuple[str, int]] = deque()
         self.counts: dict[str, int] = {}
+        self.work: dict[str, int] = {}
+        self.total = 0
 
-    def count(self, name: str) -> None:
-        """One more request of tier `name` released."""
-        names = self.names
+    def count(self, name: str, tokens: int) -> None:
+        """One more request of tier `name`, of `tokens` tokens of work, released."""
+        released = self.released
         counts = self.counts
-        if len(names) == SHARE_WINDOW:
-            gone = names.popleft()
+        work = self.work
+        if len(released) == SHARE_WINDOW:
+            gone, gone_tokens = released.popleft()
             counts[gone] -= 1
-        names.append(name)
+            work[gone] -= gone_tokens
+            self.total -= gone_tokens
+        released.append((name, tokens))
         counts[name] = counts.get(name, 0) + 1
+        work[name] = work.get(name, 0) + tokens
+        self.total += tokens
 
 
 def awaiting_upto(
@@ -111,21 +123,21 @@ def owed_tier(
     besides: TierQueue | None = None,
 ) -> TierQueue | None:
     """The most urgent tier with queued requests and a free slot whose share of the recent
-    releases is under `min_share` (the starvation bound), other than `besides`, and none of
-    whose starvation-bound releases still awaits its first token: one at a time. A debt paid
-    at once would put a burst of the tier's requests in the engine at the most urgent tier's
-    priority (`share_counted`), and the urgent requests sent next would wait out all of
-    their prefills (docs/admission.md, "Starvation bound")."""
+    releases' engine work is under `min_share` (the starvation bound), other than `besides`,
+    and none of whose starvation-bound releases still awaits its first token: one at a time.
+    A debt paid at once would put a burst of the tier's requests in the engine at the most
+    urgent tier's priority (`share_counted`), and the urgent requests sent next would wait
+    out all of their prefills (docs/admission.md, "Starvation bound")."""
     if min_share <= 0:
         return None
-    window = len(shares.names)
-    counts = shares.counts
+    floor = min_share * shares.total
+    work = shares.work
     for tier in order:
         if (
             tier is not besides
             and tier.depth
             and not tier.owed_awaiting
-            and counts.get(tier.name, 0) < min_share * window
+            and work.get(tier.name, 0) < floor
             and has_room(tier)
         ):
             return tier

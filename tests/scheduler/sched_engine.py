@@ -63,8 +63,11 @@ def run_engine(
     priority: bool = False,
     decode_by_tier: dict[str, float] | None = None,
     step_per_running_s: float = 0.0,
+    shape_by_tier: dict[str, tuple[int, int]] | None = None,
 ) -> EngineRun:
-    """Decode times vary uniformly within +-50% of `decode_s` (seeded)."""
+    """Decode times vary uniformly within +-50% of `decode_s` (seeded). Requests are 100
+    prompt tokens and 10 output tokens, or a tier's (prompt, max tokens) in `shape_by_tier`
+    (what the gateway counts as their work; the engine's times are `decode_by_tier`'s)."""
     rng = random.Random(seed)
     run = EngineRun()
     seq = itertools.count()
@@ -101,7 +104,8 @@ def run_engine(
         if kind == "arrive":
             rid = f"{what}-{next(ids)}"
             run.arrived_at[rid] = now
-            d.arrive(Request(rid, what, 100, 10), now)
+            prompt, max_tokens = (shape_by_tier or {}).get(what, (100, 10))
+            d.arrive(Request(rid, what, prompt, max_tokens), now)
         elif kind == "at_engine":
             prio = run.sent_priority[what] = sent_prio.pop(what)
             if priority:  # O(queue) a request: only where a test reads it

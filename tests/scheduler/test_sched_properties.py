@@ -133,7 +133,8 @@ class Model:
     urgent_limit: int = 1  # the most urgent tier's during that poll
     outcome: dict[str, str] = field(default_factory=dict)
     seq: int = 0
-    window: deque[str] = field(default_factory=lambda: deque(maxlen=SHARE_WINDOW))
+    # Released requests' tiers and work (prompt + max tokens), the starvation bound's window.
+    window: deque[tuple[str, int]] = field(default_factory=lambda: deque(maxlen=SHARE_WINDOW))
     sequences_seen: int | None = None  # most running reported while the engine queued
     backlog_at: float | None = None  # the last poll that found the most urgent tier backed up
     pressed_at: float | None = None  # the recovery reserve's hold runs from here
@@ -324,9 +325,13 @@ class Model:
             for t in self.config.tiers_by_urgency()
             if pending[t]
             and t not in paying
-            and self.window.count(t) < share * len(self.window)
+            and self.work(t) < share * sum(w for _, w in self.window)
             and self.share_eligible(t, in_flight)
         ]
+
+    def work(self, tier: str) -> int:
+        """`tier`'s engine work in the starvation bound's window."""
+        return sum(w for t, w in self.window if t == tier)
 
     def awaiting(self) -> int:
         return sum(self.flight.values())
@@ -436,7 +441,7 @@ def check_poll(d: Dispatcher, m: Model, now: float) -> None:
                 if q.tier not in {x.tier for x, _ in released}:
                     assert q.seq == oldest_before[q.tier]
         pending[q.tier].remove(q)
-        m.window.append(q.tier)
+        m.window.append((q.tier, q.tokens))
         del m.queued[r.id]
         released.append((q, r.id in promoted))
         m.flight[r.id] = True

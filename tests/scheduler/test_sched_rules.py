@@ -362,6 +362,34 @@ def test_a_starved_tier_gets_its_minimum_share_of_releases() -> None:
     assert stats.tiers["offline"].release_share == pytest.approx(0.1, abs=0.02)
 
 
+def test_the_minimum_share_is_of_engine_work_not_of_requests() -> None:
+    # Offline requests are ten times online's work (prompt + max tokens: 1,100 against 110):
+    # a 10% share of the engine is about one offline release in a hundred, not one in ten.
+    config = make_config(
+        queues={"online": {"max_waiting_time_ms": 0.001}},
+        admission={"max_in_flight": 1, "max_awaiting_first_token": 100, "min_share": 0.1},
+    )
+    d = Dispatcher(config)
+    for i in range(100):
+        d.arrive(req(f"off{i}", "offline", prompt=1000, max_tokens=100), 0.0)
+    now = 0.0
+    order: list[str] = []
+    for i in range(1200):  # online keeps the single slot contended the whole time
+        d.arrive(req(f"on{i}"), now)
+        now += 0.01
+        result = d.poll(now)
+        order += [d.tier_of(r.id) or "?" for r in result.released]
+        for r in result.released:
+            d.complete(r.id, now)
+    tail = order[-1000:]
+    offline = tail.count("offline")
+    work = offline * 1100 / (offline * 1100 + (len(tail) - offline) * 110)
+    # The bound in work, and at most one request more (the window holds 128 releases: two
+    # offline ones there are 14% of its work, one is 7%).
+    assert 0.09 <= work <= 0.15, (offline, work)
+    assert offline <= 20, offline  # counted in requests it would have been about 100
+
+
 def test_without_a_minimum_share_a_lower_tier_starves() -> None:
     config = make_config(admission={"max_in_flight": 1, "max_awaiting_first_token": 100, **STRICT})
     d = Dispatcher(config)
