@@ -100,7 +100,8 @@ class AdmissionConfig(_Strict):
     reserved_slots: NonNegativeInt = 0
     pass_priority: StrictBool = True
     # The starvation bound: every tier with queued requests gets at least this share of the
-    # recent releases, even while a more urgent tier is ready (0: strict priority). Range
+    # recent releases' engine work (prompt + max tokens), even while a more urgent tier is
+    # ready (0: strict priority). Range
     # checked in _cross_field_errors so the message can say what the bound depends on.
     min_share: Share = DEFAULT_MIN_SHARE
     lifo_after_ms: PositiveMs | None = DEFAULT_LIFO_AFTER_MS  # None: FIFO always

@@ -420,6 +420,7 @@ class Dispatcher(Rooms):
             reserved=self._reserved_now(),
             recent=list(self._recent),
             shares=self._shares.counts,
+            work=self._shares.work,
             limiter=self.limiter,
             feed=self._feed,
             sequences=self.recovery.sequences_seen,

@@ -117,12 +117,15 @@ def scheduler_stats(
     reserved: int,
     recent: list[tuple[str, float, int, int, float]],
     shares: dict[str, int] | None = None,
+    work: dict[str, int] | None = None,
     limiter: AwaitingLimit | None = None,
     feed: int | None = None,
     sequences: int | None = None,
 ) -> SchedulerStats:
     counts = shares or {}
     window = sum(counts.values())
+    work = work or {}
+    total = sum(work.values())
     baseline_s, recent_s = limiter.latencies(now) if limiter is not None else (None, None)
     return SchedulerStats(
         now=now,
@@ -148,6 +151,7 @@ def scheduler_stats(
                 queue_wait=summarise_waits(t.waits),
                 last_padding_ratio=t.last_padding,
                 release_share=counts.get(t.name, 0) / window if window else None,
+                work_share=work.get(t.name, 0) / total if total else None,
             )
             for t in tiers
         },

@@ -86,7 +86,9 @@ class TierStats:
     rejections: dict[str, int]
     queue_wait: WaitSummary
     last_padding_ratio: float | None
-    release_share: float | None = None  # share of the recent releases (the starvation bound's)
+    release_share: float | None = None  # share of the last SHARE_WINDOW releases
+    # Share of their engine work (prompt + max tokens): what the starvation bound compares.
+    work_share: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -388,6 +388,10 @@ def test_the_minimum_share_is_of_engine_work_not_of_requests() -> None:
     # offline ones there are 14% of its work, one is 7%).
     assert 0.09 <= work <= 0.15, (offline, work)
     assert offline <= 20, offline  # counted in requests it would have been about 100
+    offline_stats = d.stats(now).tiers["offline"]
+    assert offline_stats.work_share is not None and offline_stats.release_share is not None
+    assert 0.07 <= offline_stats.work_share <= 0.15
+    assert offline_stats.release_share < 0.02
 
 
 def test_without_a_minimum_share_a_lower_tier_starves() -> None:
