@@ -122,9 +122,10 @@ def owed_tier(
     has_room: HasRoom,
     besides: TierQueue | None = None,
 ) -> TierQueue | None:
-    """The most urgent tier with queued requests and a free slot whose share of the recent
-    releases' engine work is under `min_share` (the starvation bound), other than `besides`,
-    and none of whose starvation-bound releases still awaits its first token: one at a time.
+    """The most urgent of the less urgent tiers (the first goes first anyway) with queued
+    requests and a free slot whose share of the recent releases' engine work is under
+    `min_share` (the starvation bound), other than `besides`, and none of whose
+    starvation-bound releases still awaits its first token: one at a time.
     A debt paid at once would put a burst of the tier's requests in the engine at the most
     urgent tier's priority (`share_counted`), and the urgent requests sent next would wait
     out all of their prefills (docs/admission.md, "Starvation bound")."""
@@ -132,7 +133,7 @@ def owed_tier(
         return None
     floor = min_share * shares.total
     work = shares.work
-    for tier in order:
+    for tier in order[1:]:  # the most urgent tier needs no floor: it goes first anyway
         if (
             tier is not besides
             and tier.depth

@@ -322,7 +322,7 @@ class Model:
         paying = {self.owed_home[r] for r, aw in self.flight.items() if aw and r in self.owed_home}
         return [
             t
-            for t in self.config.tiers_by_urgency()
+            for t in self.config.tiers_by_urgency()[1:]  # the most urgent tier is never owed
             if pending[t]
             and t not in paying
             and self.work(t) < share * sum(w for _, w in self.window)
