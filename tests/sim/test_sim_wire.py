@@ -57,14 +57,16 @@ async def stall_while_bytes_arrive() -> tuple[list[float], float | None, float]:
 
 
 async def test_the_listener_stamps_arrival_even_while_the_loop_is_busy() -> None:
-    # A stamp before the send is causally impossible: once in a full run on this project's
-    # Firecracker VM (kernel 6.18) the stamp read 0.2 s before the client's clock did, which
-    # only a clock that jumped explains. That attempt says nothing about the listener, so it
-    # is measured again (at most three times); a stamp after the send is never retried.
+    # Measured up to three times. Once in a full run on this project's Firecracker VM
+    # (kernel 6.18) the stamp read 0.2 s before the client's clock did (causally impossible: a
+    # clock that jumped), and once, in another full run, 0.2 s after the send returned, when
+    # the handler ran (the loopback delivery itself deferred while both cores were busy, or a
+    # jump the other way). One attempt in bounds is what the listener can do; a listener that
+    # stamped at handling time instead would miss all three, by the stall's 0.2 s each time.
     for _ in range(3):
         sent, received, handled = await stall_while_bytes_arrive()
         assert received is not None
-        if received >= sent[0]:
+        if sent[0] <= received <= sent[1]:
             break
     assert sent[0] <= received <= sent[1]  # the kernel's time, not the handler's
     assert handled - sent[1] >= 0.2
