@@ -99,10 +99,10 @@ class AdmissionConfig(_Strict):
     max_awaiting_first_token: PositiveInt | None = None
     reserved_slots: NonNegativeInt = 0
     pass_priority: StrictBool = True
-    # The starvation bound: every tier with queued requests gets at least this share of the
-    # recent releases' engine work (prompt + max tokens), even while a more urgent tier is
-    # ready (0: strict priority). Range
-    # checked in _cross_field_errors so the message can say what the bound depends on.
+    # The starvation bound: every less urgent tier with queued requests gets at least this
+    # share of the recent releases' engine work (prompt + max tokens), even while a more
+    # urgent tier is ready (0: strict priority). Range checked in _cross_field_errors so the
+    # message can say what the bound depends on.
     min_share: Share = DEFAULT_MIN_SHARE
     lifo_after_ms: PositiveMs | None = DEFAULT_LIFO_AFTER_MS  # None: FIFO always
     shed_after_ms: PositiveMs | None = DEFAULT_SHED_AFTER_MS  # None: no default sojourn bound
