@@ -128,9 +128,10 @@ class Rooms:
         return max(self.reserved, self.recovery.sequences(self.max_in_flight) - cap)
 
     def _share_room(self, tier: TierQueue) -> bool:
-        """Room for a starvation-bound release of `tier`: the most urgent tier's, as whose
-        request the engine sees it (its awaiting room, and the reserved slots too: else a
-        most urgent tier that fills every other slot would starve the rest again)."""
+        """Room for a starvation-bound release of `tier`: the most urgent tier's (its awaiting
+        room, and the reserved slots too: else a most urgent tier that fills every other slot
+        would starve the rest again), whichever tier's request the engine sees it as
+        (`share_counted`)."""
         urgent = self._order[0]
         free = len(self._flight) < self.max_in_flight
         if not self._lower_room(tier) and not self._urgent_overload:

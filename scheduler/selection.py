@@ -16,10 +16,11 @@ is held while a more urgent request awaits, `awaiting_upto`):
    is under `admission.min_share` is owed; the most urgent owed tier releases one request,
    `owed_tier`: its oldest, or its newest while its oldest has waited over
    `admission.lifo_after_ms` (a stale backlog's oldest client has most likely given up).
-   While a more urgent tier has requests waiting, it goes to the engine as a request of the
-   most urgent tier, so it needs that tier's awaiting room (not its own, which the more
-   urgent tiers may fill) and counts there; with none ahead it passes no one and goes as its
-   own tier, `share_counted`;
+   While a more urgent tier has requests waiting here, it goes to the engine as a request of
+   the most urgent of those (it passes them, and no tier that is served as it comes) and
+   counts there, but it needs the most urgent tier's awaiting room (not its own, which the
+   more urgent tiers may fill); with none ahead it passes no one and goes as its own tier,
+   `share_counted`;
 2. else the most urgent ready tier releases a batch (up to `max_batch_size` requests and
    `max_tokens_per_batch` tokens), stopping early when another tier becomes owed,
    `chosen_tier`;
@@ -165,17 +166,17 @@ def counted_tier(order: Sequence[TierQueue], tier: TierQueue) -> TierQueue:
     return order[tier.rank - 1] if tier.promote_s is not None else tier
 
 
-def waits_ahead(order: Sequence[TierQueue], tier: TierQueue) -> bool:
-    """A more urgent tier than `tier` has requests waiting."""
-    return any(t.depth for t in order[: tier.rank])
-
-
 def share_counted(order: Sequence[TierQueue], tier: TierQueue) -> TierQueue:
     """The tier a starvation-bound release of `tier` counts in and goes to the engine as: the
-    most urgent one while a more urgent tier has requests waiting (the release passes them,
-    and the engine's priority queue must not starve it again behind them), else its own
-    (`counted_tier`)."""
-    return order[0] if waits_ahead(order, tier) else counted_tier(order, tier)
+    most urgent tier with requests waiting here (the release passes them, and the engine's
+    priority queue must not starve it again behind them), else its own (`counted_tier`).
+    Not a more urgent tier than that: one with nothing waiting here is served as it comes,
+    and a release sent with its priority would take the next free sequence ahead of its
+    requests (an online request waited out an offline prompt's prefill)."""
+    for ahead in order[: tier.rank]:
+        if ahead.depth:
+            return ahead
+    return counted_tier(order, tier)
 
 
 def demoted_tier(

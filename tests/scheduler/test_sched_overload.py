@@ -168,6 +168,23 @@ def test_the_share_of_a_tier_with_nothing_ahead_goes_as_its_own() -> None:
     assert result.sent_as == {"off2": "online"} and result.promoted == ["off2"]
 
 
+def test_the_share_goes_as_the_most_urgent_tier_that_waits_here() -> None:
+    # Batch waits here behind the awaiting limit, online does not (the engine serves it as it
+    # comes). An owed offline request passes batch, so it goes as batch's, not as online's:
+    # with online's priority it took the next free sequence ahead of online's own requests
+    # and they waited out its 1,024-token prefill (real vLLM, shared cores).
+    d = Dispatcher(make_config(admission={"max_awaiting_first_token": 2, "min_share": 0.05}))
+    now = _serve_online(d, 30, 0.0)
+    for i in range(3):
+        d.arrive(req(f"b{i}", "batch"), now)
+    assert ids(d.poll(now).released) == ["b0", "b1"]  # the limit holds b2
+    d.arrive(req("off", "offline"), now)
+    result = d.poll(now)
+    assert ids(result.released) == ["off"] and result.promoted == ["off"]
+    assert result.sent_as == {"off": "batch"}
+    assert d.stats(now).tiers["batch"].awaiting_first_token == 3  # where the engine has it
+
+
 def test_a_stale_backlog_that_may_not_go_leaves_the_slot_to_the_next_tier() -> None:
     # Online's oldest is stale (its backlog goes as batch's), but batch, with an age bound, is
     # held while its own aged request awaits as online's. The free slot must not stay idle

@@ -410,9 +410,10 @@ def check_poll(d: Dispatcher, m: Model, now: float) -> None:
                 stale = m.stale(q.tier, pending[q.tier], now)
                 assert q.seq == (pending[q.tier][-1] if stale else pending[q.tier][0]).seq
                 assert m.share_eligible(q.tier, in_flight)
-                # Sent and counted as the most urgent tier's, while a more urgent tier waits.
-                if any(pending[u] for u in urgency[: rank[q.tier]]):
-                    counted = urgency[0]
+                # Sent and counted as the most urgent tier's that waits here, if any does.
+                waiting = [u for u in urgency[: rank[q.tier]] if pending[u]]
+                if waiting:
+                    counted = waiting[0]
         else:
             assert aged is None, f"{aged} past its age bound passed over by {r.id}"
             down = m.demoted(q, pending[q.tier], now)
