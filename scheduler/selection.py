@@ -172,7 +172,7 @@ def share_counted(order: Sequence[TierQueue], tier: TierQueue) -> TierQueue:
     priority queue must not starve it again behind them), else its own (`counted_tier`).
     Not a more urgent tier than that: one with nothing waiting here is served as it comes,
     and a release sent with its priority would take the next free sequence ahead of its
-    requests (an online request waited out an offline prompt's prefill)."""
+    requests (an online request behind it would wait out an offline prompt's prefill)."""
     for ahead in order[: tier.rank]:
         if ahead.depth:
             return ahead

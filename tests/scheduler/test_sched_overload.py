@@ -171,8 +171,8 @@ def test_the_share_of_a_tier_with_nothing_ahead_goes_as_its_own() -> None:
 def test_the_share_goes_as_the_most_urgent_tier_that_waits_here() -> None:
     # Batch waits here behind the awaiting limit, online does not (the engine serves it as it
     # comes). An owed offline request passes batch, so it goes as batch's, not as online's:
-    # with online's priority it took the next free sequence ahead of online's own requests
-    # and they waited out its 1,024-token prefill (real vLLM, shared cores).
+    # with online's priority it would take the next free sequence ahead of online's own
+    # requests, and they would wait out its prefill.
     d = Dispatcher(make_config(admission={"max_awaiting_first_token": 2, "min_share": 0.05}))
     now = _serve_online(d, 30, 0.0)
     for i in range(3):
