@@ -16,6 +16,7 @@ from typing import Any
 from console.bench.headline import telemetry
 from console.bench.headline.procs import (
     GATEWAY_KEY,
+    ROOT,
     VllmEngine,
     run_engine,
     run_gateway,
@@ -43,6 +44,7 @@ class Arm:
     tier_config: dict[str, Any] | None = None  # None: straight to the engine
     send_priority: bool = False  # the client sets vLLM's `priority` per tier itself
     relay: bool = False  # through the bare relay (gpu_agent.relay_floor), no gateway
+    at_rev: bool = False  # the gateway as at Options.gateway_rev (Setup.gateway_source)
 
     @property
     def via_gateway(self) -> bool:
@@ -77,6 +79,11 @@ def standard_arms() -> list[Arm]:
         Arm("s", "gateway-noshare-priority",
             "gateway (seed 000 tiers, admission.min_share 0), engine priority", "priority",
             with_admission(SEED_TIER_CONFIG, min_share=0)),
+        # A change to the gateway judged against another revision in the same paired rounds:
+        # (d) with the gateway's packages as at --gateway-rev (procs.gateway_source).
+        Arm("r", "gateway-rev-priority",
+            "gateway at --gateway-rev (seed 000 tiers), engine priority, priority passed "
+            "through", "priority", SEED_TIER_CONFIG, at_rev=True),
         # The A/A check: (b) once more, so that a run measures how far two identical arms
         # land apart (perf.headline --rounds judges it against (b) like any other arm).
         Arm("i", "direct-priority-again", "engine direct, priority policy (b again, A/A)",
@@ -106,6 +113,7 @@ class Setup:
     prompts_file: Path
     workdir: Path
     vllm: VllmEngine | None = None  # None: the simulator
+    gateway_source: Path | None = None  # arm (r)'s gateway packages (procs.gateway_source)
 
     @property
     def engine(self) -> str:
@@ -170,6 +178,7 @@ class ArmOutcome:
             "via_gateway": self.arm.via_gateway,
             "client_sends_priority": self.arm.send_priority,
             "via_relay": self.arm.relay,
+            "gateway_at_rev": self.arm.at_rev,
             "tier_config": self.arm.tier_config,
             "engine_flags": self.engine_flags,
             "tiers": {t: self.tier_row(t) for t in (*TIERS, "overall")},
@@ -214,7 +223,12 @@ def run_arm(
     simulated = setup.engine == "sim"
     with run_engine(MODEL, flags, setup.workdir, arm.name, setup.vllm) as engine_url:
         if arm.tier_config is not None:
-            gateway = run_gateway(engine_url, arm.tier_config, setup.workdir, arm.name)
+            source = setup.gateway_source if arm.at_rev else None
+            if arm.at_rev and source is None:
+                raise ValueError(f"arm ({arm.key}): needs a gateway revision (--gateway-rev)")
+            gateway = run_gateway(
+                engine_url, arm.tier_config, setup.workdir, arm.name, source or ROOT
+            )
         elif arm.relay:
             gateway = run_relay(engine_url, setup.workdir, arm.name)
         else:

@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from console.bench.headline.arms import Arm, ArmOutcome, Setup, run_arm, standard_arms
-from console.bench.headline.procs import VllmEngine, cpu_set
+from console.bench.headline.procs import VllmEngine, cpu_set, gateway_source
 from console.bench.headline.report import verdict
 from console.bench.headline.saturation import find_saturation
 from console.bench.headline.search import search_tier_config
@@ -75,6 +75,7 @@ class Options:
     arms: str = "abcde"
     vllm: VllmEngine | None = None  # None: the simulator
     workdir: Path | None = None
+    gateway_rev: str | None = None  # arm (r): the gateway as at this git revision
     # The command line that ran it, as recorded: program (e.g. `manage.py headline`) + options.
     command: list[str] = field(default_factory=list)
 
@@ -146,6 +147,11 @@ def run_experiment(opts: Options, log: Callable[[str], None] = print) -> Experim
         workdir=workdir,
         vllm=opts.vllm,
     )
+    if "r" in opts.arms:
+        if not opts.gateway_rev:
+            raise ValueError("arm (r): needs --gateway-rev (the revision whose gateway it runs)")
+        setup.gateway_source = gateway_source(opts.gateway_rev, workdir)
+        log(f"arm (r): the gateway as at {opts.gateway_rev}, from {setup.gateway_source}")
     saturation: dict[str, Any] | None = None
     if opts.rate is None:
         saturation = find_saturation(

@@ -31,13 +31,20 @@ def add_experiment_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--arms",
         default="abcde",
-        help="a subset of a-i, run in the order given (i: b again, the A/A check)",
+        help=f"a subset of {arm_keys()}, run in the order given (i: b again, the A/A check; "
+        "r: d at --gateway-rev)",
     )
     p.add_argument(
         "--engine",
         choices=ENGINES,
         default="sim",
         help="the simulator, or a real vLLM (--vllm-command, --vllm-model)",
+    )
+    p.add_argument(
+        "--gateway-rev",
+        metavar="REV",
+        help="arm r: (d) with the gateway (gpu_agent, scheduler) as at this git revision, to "
+        "judge a change against it in the same paired rounds",
     )
     p.add_argument("--workdir", type=Path, help="logs, configs, prompts (default: a temp dir)")
     p.add_argument("--json", dest="json_path", type=Path, help="write the whole record here")
@@ -77,6 +84,8 @@ def check(args: argparse.Namespace) -> str | None:
             "--engine vllm: the search starts a vLLM per trial (minutes each); "
             "add --no-search (or leave arm e out with --arms abcd)"
         )
+    if ("r" in args.arms) != bool(args.gateway_rev):
+        return "--gateway-rev: arm r needs it, and it is for arm r only"
     if args.engine != "vllm" and getattr(args, "vllm_model", ""):
         return "--vllm-model: only with --engine vllm"
     return None
@@ -111,5 +120,6 @@ def options_from_args(
         arms=args.arms,
         vllm=vllm if args.engine == "vllm" else None,
         workdir=args.workdir,
+        gateway_rev=args.gateway_rev,
         command=command,
     )

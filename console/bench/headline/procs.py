@@ -11,12 +11,15 @@ raises with the tail of its log.
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tarfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -77,14 +80,16 @@ def _process(
     timeout_s: float,
     env: Mapping[str, str] | None = None,
     nice: int = 0,
+    cwd: Path = ROOT,
 ) -> Iterator[str]:
-    """`nice`: started that much nicer than this process (its threads and children too)."""
+    """`nice`: started that much nicer than this process (its threads and children too);
+    `cwd`: where `python -m` resolves the product's packages from."""
     env = {**(env or os.environ), "PYTHONUNBUFFERED": "1"}
     with open(log, "wb") as out:
         # Its own process group: a real vLLM's engine-core process stops with it.
         proc = subprocess.Popen(
             list(argv),
-            cwd=ROOT,
+            cwd=cwd,
             stdout=out,
             stderr=subprocess.STDOUT,
             env=env,
@@ -165,9 +170,15 @@ def run_engine(
 
 @contextlib.contextmanager
 def run_gateway(
-    engine_url: str, tier_config: dict[str, Any], workdir: Path, name: str
+    engine_url: str,
+    tier_config: dict[str, Any],
+    workdir: Path,
+    name: str,
+    source: Path = ROOT,
 ) -> Iterator[str]:
-    """The agent in standalone mode in front of `engine_url`; one all-tier key (GATEWAY_KEY)."""
+    """The agent in standalone mode in front of `engine_url`; one all-tier key (GATEWAY_KEY).
+    `source`: the folder its packages come from (gateway_source: another revision's)."""
+    workdir = workdir.resolve()
     config_path = workdir / f"{name}-tiers.json"
     config_path.write_text(json.dumps(tier_config, indent=2), encoding="utf-8")
     tiers = sorted(tier_config["scheduler"]["queues"])
@@ -186,8 +197,33 @@ def run_gateway(
         "--log-level", "warning",
     ]  # fmt: skip
     url = f"http://127.0.0.1:{port}"
-    with _process(argv, workdir / f"{name}-gateway.log", url, 30) as u:
+    with _process(argv, workdir / f"{name}-gateway.log", url, 30, cwd=source) as u:
         yield u
+
+
+# What the gateway process runs: the agent and the scheduler core it imports (nothing else).
+GATEWAY_PACKAGES = ("gpu_agent", "scheduler")
+
+
+def gateway_source(rev: str, dest: Path) -> Path:
+    """The gateway's packages as at git revision `rev` of this checkout, written under `dest`
+    (`git archive`), so that an arm runs that revision's gateway beside this one's in the same
+    run. Raises ValueError naming `rev` when git does not know it."""
+    proc = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", "--format=tar", rev, *GATEWAY_PACKAGES],
+        capture_output=True,
+        check=False,
+    )
+    if proc.returncode != 0:
+        why = proc.stderr.decode(errors="replace").strip()
+        raise ValueError(f"--gateway-rev {rev}: {why or 'git archive failed'}")
+    folder = dest / "gateway-rev"
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    with tarfile.open(fileobj=io.BytesIO(proc.stdout)) as tar:
+        tar.extractall(folder, filter="data")
+    return folder.resolve()
 
 
 @contextlib.contextmanager
