@@ -26,7 +26,7 @@ from console.bench.headline.options import (
 from console.bench.headline.procs import VllmEngine
 from console.bench.headline.report import render
 from console.bench.headline.workload import VLLM_HARDWARE
-from perf.headline.rounds import render_judgement, run_rounds
+from perf.headline.rounds import render_judgement, render_steady, run_rounds
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -122,6 +122,9 @@ def _rounds(args: argparse.Namespace, options: Options) -> int:
     for doc in record["docs"]:
         print(render(doc), end="\n\n")
     print(render_judgement(record["judgement"], args.reference))
+    steady = render_steady(record["steady"], args.rounds, args.reference)
+    if steady:
+        print("\n" + steady)
     if args.json_path is not None:
         args.json_path.write_text(json.dumps(record, indent=2), encoding="utf-8")
     if args.store:

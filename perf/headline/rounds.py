@@ -18,6 +18,11 @@ settle "online P99 at most engine priority alone's"; N rounds can:
   console's own unpaired run-level verdicts (console/bench/verdicts.py, a Welch interval over
   the rounds' P99s and throughputs), which ignore the pairing and so are wider.
 
+A round in which any arm's client stalled (its largest dispatch lag over loadgen's own bound,
+`MAX_CLIENT_STALL_S`: something else took the client's core, and the next seconds of that arm
+measure the stall, not the arms) is judged again apart: the record's `steady` holds the
+judgement over the other rounds, named beside the whole one, never in its place.
+
 The targets (issue 16, against arm b): online TTFT P99 at most b's (the geometric mean of the
 ratios at most 1) and throughput at least 0.95x b's (the ratio of the means). "resolved" says
 whether the paired interval excludes 1.
@@ -38,9 +43,12 @@ from console.bench.comparison import CONFIDENCE, percentile
 from console.bench.headline.arms import ArmOutcome
 from console.bench.headline.experiment import Options, run_experiment
 from console.bench.verdicts import compare_percentile_runs, compare_statistic
+from loadgen.stats import VALIDITY_BOUNDS
 
 TIER = "online"
 MAX_THROUGHPUT_LOSS = 0.05  # issue 16: throughput at least 0.95x
+# A client that sent a request this late (s) was stalled by something else on its core.
+MAX_CLIENT_STALL_S = VALIDITY_BOUNDS["dispatch_lag_max_s"]
 
 
 def round_record(outcome: ArmOutcome, tier: str = TIER) -> dict[str, Any]:
@@ -51,7 +59,22 @@ def round_record(outcome: ArmOutcome, tier: str = TIER) -> dict[str, Any]:
         if s.ok and not s.warmup and s.tier == tier and s.ttft is not None
     ]
     overall = outcome.tier_row("overall")
-    return {"ttft_s": ttfts, "throughput_rps": overall["request_throughput_rps"] or 0.0}
+    return {
+        "ttft_s": ttfts,
+        "throughput_rps": overall["request_throughput_rps"] or 0.0,
+        "client_stall_s": outcome.result.validity.get("dispatch_lag_max_s"),
+    }
+
+
+def steady_rounds(
+    rounds: Sequence[dict[str, dict[str, Any]]], max_stall_s: float = MAX_CLIENT_STALL_S
+) -> list[int]:
+    """The (0-based) rounds in which no arm's client stalled over `max_stall_s` (pure)."""
+    return [
+        i
+        for i, arms in enumerate(rounds)
+        if all((a.get("client_stall_s") or 0.0) <= max_stall_s for a in arms.values())
+    ]
 
 
 def ratio_interval(
@@ -127,15 +150,15 @@ def _fmt(value: float | None, spec: str = "{:.3f}") -> str:
     return "-" if value is None else spec.format(value)
 
 
-def render_judgement(result: dict[str, Any], reference: str) -> str:
-    lines = [f"## Over the rounds, against ({reference}): {TIER} TTFT P99 and throughput"]
+def render_judgement(result: dict[str, Any], reference: str, rounds: str = "the rounds") -> str:
+    lines = [f"## Over {rounds}, against ({reference}): {TIER} TTFT P99 and throughput"]
     for key, v in result.items():
         p99, interval = v["p99_unpaired"], v["p99_ratio_interval"]
-        rounds = ", ".join(f"x{_fmt(r['p99_ratio'])}" for r in v["per_round"])
+        each = ", ".join(f"x{_fmt(r['p99_ratio'])}" for r in v["per_round"])
         span = "-" if interval is None else f"x{interval[0]:.3f} to x{interval[1]:.3f}"
         lines.append(
             f"arm ({key}), {v['rounds']} rounds: P99 x{_fmt(v['p99_ratio'])} of ({reference}) "
-            f"(per round {rounds}; paired 95% interval {span}: {v['p99_verdict']}); pooled "
+            f"(per round {each}; paired 95% interval {span}: {v['p99_verdict']}); pooled "
             f"x{_fmt(v['p99_ratio_pooled'])}; mean P99 {_fmt(p99['after'], '{:.0f}')} against "
             f"{_fmt(p99['before'], '{:.0f}')} ms ({p99['verdict']}, unpaired); throughput "
             f"x{_fmt(v['throughput_ratio'])} ({v['throughput']['verdict']}): "
@@ -144,6 +167,20 @@ def render_judgement(result: dict[str, Any], reference: str) -> str:
             + ("" if v["resolved"] else "; not resolved: the interval holds x1")
         )
     return "\n".join(lines)
+
+
+def render_steady(steady: dict[str, Any], rounds: int, reference: str) -> str:
+    """The judgement over the rounds without a stalled client, when some had one ("" if not)."""
+    if steady["judgement"] is None:
+        return ""
+    kept = steady["rounds"]
+    left = [i for i in range(1, rounds + 1) if i not in kept]
+    stall = 1000 * steady["max_client_stall_s"]
+    heading = (
+        f"the {len(kept)} rounds whose client never stalled over {stall:.0f} ms "
+        f"(left out: round {', '.join(map(str, left))})"
+    )
+    return render_judgement(steady["judgement"], reference, heading)
 
 
 def round_arms(arms: str, index: int) -> str:
@@ -175,12 +212,23 @@ def run_rounds(
         docs.append(experiment.doc)
         records.append({o.arm.key: round_record(o) for o in experiment.outcomes})
     result = judge(records, reference)
+    steady = steady_rounds(records)
     return {
         "experiment": "headline rounds: paired arms, run-level verdicts",
         "rounds": rounds,
         "reference": reference,
         "rate_rps": rate,
         "judgement": result,
+        # The rounds without a stalled client (1-based), judged apart when some were stalled.
+        "steady": {
+            "max_client_stall_s": MAX_CLIENT_STALL_S,
+            "rounds": [i + 1 for i in steady],
+            "judgement": (
+                judge([records[i] for i in steady], reference)
+                if len(steady) < len(records) and steady
+                else None
+            ),
+        },
         # What the judgement read, per round and arm: judge(record["records"], "a") judges
         # against another arm afterwards.
         "records": records,

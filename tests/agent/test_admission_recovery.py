@@ -62,13 +62,22 @@ async def test_after_an_online_backlog_batch_leaves_online_half_the_sequences(
             # The flood: 64 online streams on 4 sequences, sent over 3 s, seconds of backlog.
             flood: list[asyncio.Task[tuple[float, float]]] = []
             feeds: list[tuple[int | None, int]] = []  # (awaiting_feed, online awaiting as online)
+
+            async def look() -> None:
+                seen = await asyncio.to_thread(agent.status)
+                awaiting = seen["tiers"]["online"]["awaiting_first_token"]
+                feeds.append((seen["awaiting_feed"], awaiting))
+
             for i in range(64):
                 flood.append(asyncio.create_task(stream(c, agent.url, "online", 40)))
                 await asyncio.sleep(0.05)
                 if i % 4 == 3:
-                    seen = await asyncio.to_thread(agent.status)
-                    awaiting = seen["tiers"]["online"]["awaiting_first_token"]
-                    feeds.append((seen["awaiting_feed"], awaiting))
+                    await look()
+            # And on while the backlog drains: a stalled machine (CI) may send the flood late,
+            # so the feed may first show after the last request is sent.
+            while not all(task.done() for task in flood):
+                await look()
+                await asyncio.sleep(0.1)
             await asyncio.gather(*flood)
             # Backed up, online requests sent during the backlog awaited in the engine as online
             # only up to the feed: what awaited before it drains, nothing is added above it.

@@ -16,7 +16,13 @@ import numpy as np
 import pytest
 
 from perf.headline.__main__ import main
-from perf.headline.rounds import judge, round_arms
+from perf.headline.rounds import (
+    MAX_CLIENT_STALL_S,
+    judge,
+    render_steady,
+    round_arms,
+    steady_rounds,
+)
 
 
 def _round(rng: np.random.Generator, arms: dict[str, tuple[float, float]]) -> dict[str, Any]:
@@ -61,6 +67,26 @@ def test_a_lower_tail_meets_the_target_only_with_the_throughput() -> None:
     assert not judge(slow, "b")["d"]["meets_target"]
 
 
+def test_a_round_with_a_stalled_client_is_judged_apart() -> None:
+    """A stall beside one arm (something else took the client's core) can make a round: the
+    judgement over the rounds without one is given beside the whole one."""
+    rng = np.random.default_rng(7)
+    rounds = [_round(rng, {"b": (s, 10.0), "d": (s, 10.0)}) for s in (0.2, 0.3, 0.25, 0.22)]
+    for arms in rounds:
+        for record in arms.values():
+            record["client_stall_s"] = 0.02
+    rounds[1]["d"]["client_stall_s"] = MAX_CLIENT_STALL_S * 8  # d's client stalled in round 2
+    rounds[3]["b"]["client_stall_s"] = None  # no figure (an older record): counted as steady
+    assert steady_rounds(rounds) == [0, 2, 3]
+    assert steady_rounds(rounds, max_stall_s=1.0) == [0, 1, 2, 3]
+    kept = judge([rounds[i] for i in (0, 2, 3)], "b")
+    steady = {"max_client_stall_s": MAX_CLIENT_STALL_S, "rounds": [1, 3, 4], "judgement": kept}
+    text = render_steady(steady, 4, "b")
+    assert "the 3 rounds whose client never stalled over 100 ms (left out: round 2)" in text
+    assert "arm (d), 3 rounds" in text
+    assert render_steady({**steady, "judgement": None}, 4, "b") == ""
+
+
 def test_even_rounds_run_the_arms_in_reverse() -> None:
     assert [round_arms("bdh", i) for i in range(3)] == ["bdh", "hdb", "bdh"]
 
@@ -88,5 +114,9 @@ def test_two_rounds_on_the_simulator(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert verdict["rounds"] == 2 and verdict["p99_unpaired"]["runs_a"] == 2
     assert all(r["p99_ratio"] > 0 for r in verdict["per_round"])
     assert "arm (a), 2 rounds" in capsys.readouterr().out
+    # Each arm's client stall is recorded, and the steady rounds are named.
+    assert all(r[k]["client_stall_s"] is not None for r in record["records"] for k in "ab")
+    assert record["steady"]["max_client_stall_s"] == MAX_CLIENT_STALL_S
+    assert set(record["steady"]["rounds"]) <= {1, 2}
     again = judge(record["records"], "a")["b"]  # the other way round, from the record alone
     assert again["rounds"] == 2 and again["p99_unpaired"]["runs_b"] == 2
