@@ -1,0 +1,264 @@
+"""`python -m perf.headline.pool SET...`: paired rounds of several runs judged as one.
+
+One run of `perf.headline --rounds N` judges an arm against the reference over its own N
+rounds (rounds.py). On a real vLLM the per-round log ratio of online TTFT P99 spreads with a
+standard deviation of about 0.3, so one run of 8-20 rounds cannot tell parity from a few per
+cent either way; runs on the same layout can be pooled, since each round is a pair of its own
+(the ratio of two arms that saw the same requests on the same machine at nearly the same
+time) and the runs' rates and machines cancel within each pair.
+
+A round set (JSON) is what pooling needs of one run, per round: the arm's online TTFT P99
+ratio to the reference's, its throughput ratio where known, and whether the round was steady
+(no arm's client fell behind its schedule by more than `MAX_CLIENT_STALL_S`; null where that
+was not recorded). Two sources, both accepted on the command line:
+- a rounds record written by `perf.headline --rounds N --json FILE` (its `records`), or
+- a round set, such as those in docs/rounds/: written by `--export` from a rounds record, or
+  transcribed from docs/performance.md's tables for runs whose records were not kept (their
+  `source` says so).
+
+The pooled judgement: the geometric mean of every round's ratio with a paired t interval on
+the logs (rounds.py `ratio_interval`), the issue's verdict (resolved only when the interval
+excludes x1), and beside it a non-inferiority reading (the interval's upper end at most
+`--margin`), with the rounds a difference of the pooled size would need before the interval
+excluded x1. Pure functions; `main` is the shell.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+from console.bench.comparison import CONFIDENCE
+from perf.headline.rounds import MAX_CLIENT_STALL_S, judge, ratio_interval
+
+KIND = "headline round set"
+DEFAULT_MARGIN = 1.15  # the margin proposed for the real-engine target (docs/performance.md)
+
+
+class SetError(ValueError):
+    """A file that is neither a rounds record nor a round set, or one without the arm."""
+
+
+def from_record(
+    record: dict[str, Any], arm: str, reference: str, name: str, **meta: Any
+) -> dict[str, Any]:
+    """The round set of `arm` against `reference` in a rounds record (pure)."""
+    records = record["records"]
+    if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
+        raise SetError(f"{name}: records: a list of rounds is required")
+    if not records or arm not in records[0] or reference not in records[0]:
+        arms = sorted(records[0]) if records else []
+        raise SetError(f"{name}: arms {arms} lack --arm {arm} or --reference {reference}")
+    per_round = judge(records, reference)[arm]["per_round"]
+    rounds = []
+    for result, arms in zip(per_round, records, strict=True):
+        stalls = [a.get("client_stall_s") for a in arms.values()]
+        known = [s for s in stalls if s is not None]
+        stall = max(known, default=None)
+        if stall is not None and stall > MAX_CLIENT_STALL_S:
+            steady: bool | None = False  # one stalled client is enough
+        else:
+            steady = True if len(known) == len(stalls) else None
+        rounds.append(
+            {
+                "p99_ratio": result["p99_ratio"],
+                "throughput_ratio": result["throughput_ratio"],
+                "client_stall_s": stall,
+                "steady": steady,
+            }
+        )
+    return {"kind": KIND, "name": name, "arm": arm, "reference": reference, **meta,
+            "rounds": rounds}  # fmt: skip
+
+
+def as_set(doc: Any, arm: str, reference: str, name: str) -> dict[str, Any]:
+    """A loaded JSON document as a round set of `arm` against `reference` (pure)."""
+    if isinstance(doc, dict) and "records" in doc:
+        return from_record(doc, arm, reference, name, rate_rps=doc.get("rate_rps"))
+    if not isinstance(doc, dict) or doc.get("kind") != KIND:
+        raise SetError(f"{name}: neither a rounds record (records) nor a {KIND} (kind)")
+    if (doc.get("arm"), doc.get("reference")) != (arm, reference):
+        raise SetError(
+            f"{name}: arm: holds ({doc.get('arm')}) against ({doc.get('reference')}), "
+            f"not ({arm}) against ({reference})"
+        )
+    rounds = doc.get("rounds")
+    if not isinstance(rounds, list) or not rounds:
+        raise SetError(f"{name}: rounds: a non-empty list is required")
+    for i, r in enumerate(rounds, 1):
+        if not isinstance(r, dict):
+            raise SetError(f"{name}: rounds[{i}]: an object is required")
+        ratio = r.get("p99_ratio")
+        number = isinstance(ratio, int | float) and not isinstance(ratio, bool)
+        if ratio is not None and not (number and ratio > 0):
+            raise SetError(f"{name}: rounds[{i}].p99_ratio: a positive number or null")
+        if r.get("steady") not in (True, False, None):
+            raise SetError(f"{name}: rounds[{i}].steady: true, false or null")
+    return {**doc, "name": doc.get("name") or name}
+
+
+def pool(
+    sets: Sequence[dict[str, Any]],
+    steady_only: bool = False,
+    margin: float = DEFAULT_MARGIN,
+    confidence: float = CONFIDENCE,
+) -> dict[str, Any]:
+    """Every round of `sets` as one paired sample (pure). With `steady_only`, rounds known to
+    be unsteady (`steady` false) are left out; rounds whose steadiness was not recorded stay."""
+    kept = [r for s in sets for r in s["rounds"] if not (steady_only and r.get("steady") is False)]
+    ratios = [r["p99_ratio"] for r in kept if r.get("p99_ratio")]
+    centre, interval = ratio_interval(ratios, confidence)
+    logs = np.log(ratios) if ratios else np.array([])
+    sd = float(logs.std(ddof=1)) if logs.size > 1 else None
+    throughputs = [r["throughput_ratio"] for r in kept if r.get("throughput_ratio")]
+    if interval is None:
+        verdict = "too few rounds"
+    elif interval[0] > 1.0 or interval[1] < 1.0:
+        verdict = "worse" if interval[0] > 1.0 else "better"
+    else:
+        verdict = "no clear change"
+    return {
+        "sets": [s["name"] for s in sets],
+        "rounds": len(ratios),
+        "left_out": sum(len(s["rounds"]) for s in sets) - len(kept),
+        "p99_ratio": centre,
+        "p99_ratio_interval": interval,
+        "p99_verdict": verdict,
+        "log_sd": sd,
+        "margin": margin,
+        "non_inferior": interval is not None and interval[1] <= margin,
+        "rounds_to_resolve": rounds_to_resolve(centre, sd, confidence),
+        "throughput_ratio": (float(np.exp(np.mean(np.log(throughputs)))) if throughputs else None),
+        "throughput_rounds": len(throughputs),
+    }
+
+
+def rounds_to_resolve(
+    centre: float | None, sd: float | None, confidence: float = CONFIDENCE, cap: int = 100_000
+) -> int | None:
+    """The fewest paired rounds whose t interval would exclude x1 if the geometric mean and
+    the log sd stayed as measured (None at exactly x1 or without a spread; `cap` at most)."""
+    if centre is None or sd is None or sd <= 0 or centre == 1.0:
+        return None
+    effect = abs(math.log(centre))
+    n = 2
+    while n < cap:
+        if stats.t.ppf(0.5 + confidence / 2, n - 1) * sd / math.sqrt(n) < effect:
+            return n
+        n = n + 1 if n < 1000 else int(n * 1.01)
+    return cap
+
+
+def _x(value: float | None) -> str:
+    return "-" if value is None else f"x{value:.3f}"
+
+
+def render(pooled: dict[str, Any], arm: str, reference: str) -> str:
+    interval = pooled["p99_ratio_interval"]
+    span = "-" if interval is None else f"{_x(interval[0])} to {_x(interval[1])}"
+    sd = "-" if pooled["log_sd"] is None else f"{pooled['log_sd']:.3f}"
+    need = pooled["rounds_to_resolve"]
+    lines = [
+        f"## ({arm}) against ({reference}) over {pooled['rounds']} paired rounds of "
+        f"{', '.join(pooled['sets'])}"
+        + (f" ({pooled['left_out']} unsteady rounds left out)" if pooled["left_out"] else ""),
+        f"online TTFT P99: {_x(pooled['p99_ratio'])} (paired 95% interval {span}; log sd {sd}):"
+        f" {pooled['p99_verdict']}",
+        f"non-inferior within {_x(pooled['margin'])} (upper end at most the margin): "
+        + ("yes" if pooled["non_inferior"] else "no"),
+        "rounds a ratio this far from x1 would need to be resolved at this spread: "
+        + ("-" if need is None else str(need)),
+        f"throughput: {_x(pooled['throughput_ratio'])} (geometric mean over the "
+        f"{pooled['throughput_rounds']} rounds that recorded it)",
+    ]
+    return "\n".join(lines)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m perf.headline.pool",
+        description="Pool the paired rounds of several perf.headline runs into one judgement.",
+    )
+    p.add_argument(
+        "sets",
+        nargs="+",
+        type=Path,
+        metavar="SET",
+        help="a rounds record (perf.headline --rounds N --json) or a round set",
+    )
+    p.add_argument("--arm", default="d", help="the arm judged (default d)")
+    p.add_argument("--reference", default="b", help="the arm it is judged against (default b)")
+    p.add_argument(
+        "--steady",
+        action="store_true",
+        help="leave out the rounds known to have had a stalled client",
+    )
+    p.add_argument(
+        "--margin",
+        type=float,
+        default=DEFAULT_MARGIN,
+        help="the non-inferiority margin for the interval's upper end (default 1.15)",
+    )
+    p.add_argument(
+        "--export",
+        type=Path,
+        metavar="OUT",
+        help="with one rounds record: write its round set to OUT (a new file)",
+    )
+    p.add_argument("--name", help="--export: the set's name (default: the record's file stem)")
+    p.add_argument(
+        "--meta",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="--export: a field to keep with the set (layout, command, when, ...)",
+    )
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.margin <= 1.0:
+        parser.error(f"--margin {args.margin}: must be above 1")
+    if args.export is not None and len(args.sets) != 1:
+        parser.error("--export: give exactly one rounds record")
+    meta = dict(m.partition("=")[::2] for m in args.meta)
+    if any(not k for k in meta):
+        parser.error("--meta: KEY=VALUE")
+    sets = []
+    for path in args.sets:
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+            if args.export is not None:
+                if not (isinstance(doc, dict) and "records" in doc):
+                    raise SetError(f"{path}: --export needs a rounds record")
+                doc = from_record(
+                    doc,
+                    args.arm,
+                    args.reference,
+                    args.name or path.stem,
+                    rate_rps=doc.get("rate_rps"),
+                    **meta,
+                )
+            sets.append(as_set(doc, args.arm, args.reference, path.stem))
+        except (OSError, json.JSONDecodeError, SetError) as exc:
+            parser.error(str(exc))
+    if args.export is not None:
+        if args.export.exists():
+            parser.error(f"--export {args.export}: exists; nothing was written")
+        args.export.write_text(json.dumps(sets[0], indent=1) + "\n", encoding="utf-8")
+    print(render(pool(sets, args.steady, args.margin), args.arm, args.reference))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,168 @@
+"""`python -m perf.headline.pool` (perf/headline/pool.py): the paired rounds of several runs
+judged as one.
+
+The committed round sets (docs/rounds/) must give the pooled figures docs/performance.md
+quotes; a set exported from a rounds record keeps each round's ratio and steadiness; bad sets
+are refused by name; drawn A/A rounds are called no change and non-inferior; and every pool
+command the docs give runs and prints what the docs say it prints."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from perf.headline.pool import SetError, as_set, from_record, main, pool, rounds_to_resolve
+
+ROOT = Path(__file__).resolve().parents[2]
+SETS = ROOT / "docs" / "rounds"
+
+
+def _load(*names: str, arm: str = "d") -> list[dict[str, Any]]:
+    return [
+        as_set(json.loads((SETS / f"{n}.json").read_text(encoding="utf-8")), arm, "b", n)
+        for n in names
+    ]
+
+
+def _close(pooled: dict[str, Any], centre: float, low: float, high: float) -> None:
+    assert pooled["p99_ratio"] == pytest.approx(centre, abs=0.0015)
+    assert pooled["p99_ratio_interval"][0] == pytest.approx(low, abs=0.0015)
+    assert pooled["p99_ratio_interval"][1] == pytest.approx(high, abs=0.0015)
+
+
+def test_the_committed_sets_give_the_documented_pools() -> None:
+    own = pool(_load("P", "Q", "R"))
+    assert own["rounds"] == 28 and own["p99_verdict"] == "no clear change"
+    _close(own, 0.992, 0.860, 1.145)
+    assert own["non_inferior"]  # upper end x1.145 <= x1.15
+    _close(pool(_load("Q", "R")), 0.935, 0.802, 1.091)
+    shared = pool(_load("N", "O"), steady_only=True)
+    assert shared["rounds"] == 19 and shared["left_out"] == 5
+    _close(shared, 0.949, 0.794, 1.135)
+    _close(pool(_load("Q-r", arm="r")), 0.903, 0.675, 1.207)
+
+
+def _record(ratios: list[float], stalls: list[float | None]) -> dict[str, Any]:
+    """A rounds record whose (d) has exactly `ratios` x (b)'s online P99 per round."""
+    rng = np.random.default_rng(3)
+    records = []
+    for ratio, stall in zip(ratios, stalls, strict=True):
+        base = list(rng.lognormal(-1.5, 0.5, 300))
+        records.append(
+            {
+                "b": {"ttft_s": base, "throughput_rps": 10.0, "client_stall_s": 0.01},
+                "d": {"ttft_s": [t * ratio for t in base], "throughput_rps": 9.8,
+                      "client_stall_s": stall},
+            }
+        )  # fmt: skip
+    return {"records": records, "rate_rps": 12.5}
+
+
+def test_a_set_from_a_record_keeps_ratios_and_steadiness() -> None:
+    s = from_record(_record([0.8, 1.25, 1.0], [0.02, 0.3, None]), "d", "b", "X", layout="own")
+    assert s["layout"] == "own" and s["name"] == "X"
+    assert [r["p99_ratio"] for r in s["rounds"]] == pytest.approx([0.8, 1.25, 1.0])
+    assert [r["steady"] for r in s["rounds"]] == [True, False, None]
+    assert s["rounds"][0]["throughput_ratio"] == pytest.approx(0.98)
+    steady = pool([s], steady_only=True)
+    assert steady["rounds"] == 2 and steady["left_out"] == 1  # the unknown one stays
+    assert pool([s])["rounds"] == 3
+    with pytest.raises(SetError, match="lack --arm r"):
+        from_record(_record([1.0], [0.0]), "r", "b", "X")
+
+
+@pytest.mark.parametrize(
+    ("doc", "field"),
+    [
+        ({"records": []}, "lack --arm"),
+        ({"kind": "something"}, "kind"),
+        ({"kind": "headline round set", "arm": "r", "reference": "b"}, "arm: holds"),
+        ({"kind": "headline round set", "arm": "d", "reference": "b", "rounds": []}, "rounds:"),
+        ({"kind": "headline round set", "arm": "d", "reference": "b", "rounds": [3]},
+         r"rounds\[1\]: an object"),
+        ({"kind": "headline round set", "arm": "d", "reference": "b",
+          "rounds": [{"p99_ratio": -1}]}, r"rounds\[1\].p99_ratio"),
+        ({"kind": "headline round set", "arm": "d", "reference": "b",
+          "rounds": [{"p99_ratio": 1.0, "steady": "yes"}]}, r"rounds\[1\].steady"),
+    ],
+)  # fmt: skip
+def test_a_bad_set_is_refused_by_field(doc: dict[str, Any], field: str) -> None:
+    with pytest.raises(SetError, match=field):
+        as_set(doc, "d", "b", "bad")
+
+
+def test_drawn_a_a_rounds_are_no_change_and_non_inferior() -> None:
+    """80 rounds whose log ratios are noise around x1 with the real engine's spread."""
+    rng = np.random.default_rng(11)
+    rounds = [{"p99_ratio": float(np.exp(x))} for x in rng.normal(0, 0.3, 80)]
+    pooled = pool([{"name": "AA", "rounds": rounds}])
+    assert pooled["p99_verdict"] == "no clear change" and pooled["non_inferior"]
+    worse = pool([{"name": "W", "rounds": [{"p99_ratio": r["p99_ratio"] * 1.6} for r in rounds]}])
+    assert worse["p99_verdict"] == "worse" and not worse["non_inferior"]
+
+
+def test_rounds_to_resolve_grows_as_the_difference_shrinks() -> None:
+    assert rounds_to_resolve(1.0, 0.3) is None and rounds_to_resolve(0.9, None) is None
+    near, far = rounds_to_resolve(0.95, 0.3), rounds_to_resolve(0.8, 0.3)
+    assert far < near
+    assert 120 < near < 160  # (1.97 x 0.3 / ln 0.95)^2 ~ 138
+    assert rounds_to_resolve(1.05, 0.3) == pytest.approx(near, rel=0.15)
+
+
+def test_export_writes_a_set_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    record = tmp_path / "S.json"
+    record.write_text(json.dumps(_record([0.9, 1.1, 0.95], [0.01, 0.01, 0.2])))
+    out = tmp_path / "S-set.json"
+    assert main([str(record), "--export", str(out), "--meta", "layout=shared"]) == 0
+    written = json.loads(out.read_text())
+    assert written["name"] == "S" and written["layout"] == "shared" and written["rate_rps"] == 12.5
+    assert [r["steady"] for r in written["rounds"]] == [True, True, False]
+    assert "over 3 paired rounds of S" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exit_:
+        main([str(record), "--export", str(out)])
+    assert exit_.value.code == 2 and "exists; nothing was written" in capsys.readouterr().err
+    assert main([str(out), "--steady"]) == 0  # the set itself pools
+    assert "(1 unsteady rounds left out)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["missing.json"], "No such file"),
+        (["docs/rounds/Q.json", "--arm", "r"], "arm: holds (d)"),
+        (["docs/rounds/Q.json", "--margin", "0.9"], "--margin 0.9"),
+        (["docs/rounds/Q.json", "docs/rounds/R.json", "--export", "x.json"], "exactly one"),
+    ],
+)
+def test_bad_arguments_exit_2_naming_them(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    monkeypatch.chdir(ROOT)
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_every_documented_pool_command_prints_what_the_docs_say(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each `-m perf.headline.pool ...` line in docs/performance.md runs from the clone's
+    root, and the `x0.000 (x0.000 to x0.000)` figures the docs give on the line after it
+    (in `# gives ...`) are what it prints."""
+    monkeypatch.chdir(ROOT)
+    text = (ROOT / "docs" / "performance.md").read_text(encoding="utf-8")
+    found = re.findall(
+        r"-m perf\.headline\.pool (.+)\n\s*# gives (x[\d.]+) \((x[\d.]+) to (x[\d.]+)\)", text
+    )
+    assert len(found) >= 3
+    for rest, centre, low, high in found:
+        assert main(shlex.split(rest)) == 0
+        printed = capsys.readouterr().out
+        assert f"online TTFT P99: {centre} (paired 95% interval {low} to {high};" in printed, rest
