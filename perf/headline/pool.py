@@ -37,7 +37,7 @@ import numpy as np
 from scipy import stats
 
 from console.bench.comparison import CONFIDENCE
-from perf.headline.rounds import MAX_CLIENT_STALL_S, judge, ratio_interval
+from perf.headline.rounds import judge, paired_verdict, ratio_interval, steady_rounds
 
 KIND = "headline round set"
 DEFAULT_MARGIN = 1.15  # the margin proposed for the real-engine target (docs/performance.md)
@@ -58,15 +58,13 @@ def from_record(
         arms = sorted(records[0]) if records else []
         raise SetError(f"{name}: arms {arms} lack --arm {arm} or --reference {reference}")
     per_round = judge(records, reference)[arm]["per_round"]
+    steady_at = set(steady_rounds(records))  # rounds.py's rule: no client over the bound
     rounds = []
-    for result, arms in zip(per_round, records, strict=True):
+    for i, (result, arms) in enumerate(zip(per_round, records, strict=True)):
         stalls = [a.get("client_stall_s") for a in arms.values()]
-        known = [s for s in stalls if s is not None]
-        stall = max(known, default=None)
-        if stall is not None and stall > MAX_CLIENT_STALL_S:
-            steady: bool | None = False  # one stalled client is enough
-        else:
-            steady = True if len(known) == len(stalls) else None
+        stall = max((s for s in stalls if s is not None), default=None)
+        # The rule reads a missing lag as none; here it is "not recorded" unless one arm stalled.
+        steady = False if i not in steady_at else (True if None not in stalls else None)
         rounds.append(
             {
                 "p99_ratio": result["p99_ratio"],
@@ -119,12 +117,7 @@ def pool(
     logs = np.log(ratios) if ratios else np.array([])
     sd = float(logs.std(ddof=1)) if logs.size > 1 else None
     throughputs = [r["throughput_ratio"] for r in kept if r.get("throughput_ratio")]
-    if interval is None:
-        verdict = "too few rounds"
-    elif interval[0] > 1.0 or interval[1] < 1.0:
-        verdict = "worse" if interval[0] > 1.0 else "better"
-    else:
-        verdict = "no clear change"
+    verdict = "too few rounds" if interval is None else paired_verdict(interval)
     return {
         "sets": [s["name"] for s in sets],
         "rounds": len(ratios),
@@ -231,9 +224,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--margin {args.margin}: must be above 1")
     if args.export is not None and len(args.sets) != 1:
         parser.error("--export: give exactly one rounds record")
-    meta = dict(m.partition("=")[::2] for m in args.meta)
-    if any(not k for k in meta):
+    if any(not m.partition("=")[0] or "=" not in m for m in args.meta):
         parser.error("--meta: KEY=VALUE")
+    meta = dict(m.partition("=")[::2] for m in args.meta)
     sets = []
     for path in args.sets:
         try:
@@ -253,9 +246,13 @@ def main(argv: list[str] | None = None) -> int:
         except (OSError, json.JSONDecodeError, SetError) as exc:
             parser.error(str(exc))
     if args.export is not None:
-        if args.export.exists():
+        try:
+            with args.export.open("x", encoding="utf-8") as out:  # never over an existing file
+                out.write(json.dumps(sets[0], indent=1) + "\n")
+        except FileExistsError:
             parser.error(f"--export {args.export}: exists; nothing was written")
-        args.export.write_text(json.dumps(sets[0], indent=1) + "\n", encoding="utf-8")
+        except OSError as exc:
+            parser.error(f"--export {args.export}: {exc.strerror}; nothing was written")
     print(render(pool(sets, args.steady, args.margin), args.arm, args.reference))
     return 0
 

@@ -93,7 +93,7 @@ def ratio_interval(
     return centre, (float(np.exp(span.low)), float(np.exp(span.high)))
 
 
-def _paired_verdict(interval: tuple[float, float] | None) -> str:
+def paired_verdict(interval: tuple[float, float] | None) -> str:
     if interval is None or interval[0] <= 1.0 <= interval[1]:
         return str(Verdict.NO_CLEAR_CHANGE)
     return str(Verdict.WORSE if interval[0] > 1.0 else Verdict.BETTER)
@@ -123,7 +123,7 @@ def judge(rounds: Sequence[dict[str, dict[str, Any]]], reference: str = "b") -> 
             else None
         )
         geomean, interval = ratio_interval([r["p99_ratio"] for r in per_round])
-        verdict = _paired_verdict(interval)
+        verdict = paired_verdict(interval)
         thr_ratio = thr.after / thr.before if thr.before and thr.after is not None else None
         out[key] = {
             "rounds": len(rounds),

@@ -127,6 +127,9 @@ def test_export_writes_a_set_once(tmp_path: Path, capsys: pytest.CaptureFixture[
     with pytest.raises(SystemExit) as exit_:
         main([str(record), "--export", str(out)])
     assert exit_.value.code == 2 and "exists; nothing was written" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_:
+        main([str(record), "--export", str(tmp_path / "no" / "x.json")])
+    assert exit_.value.code == 2 and "nothing was written" in capsys.readouterr().err
     assert main([str(out), "--steady"]) == 0  # the set itself pools
     assert "(1 unsteady rounds left out)" in capsys.readouterr().out
 
@@ -138,6 +141,7 @@ def test_export_writes_a_set_once(tmp_path: Path, capsys: pytest.CaptureFixture[
         (["docs/rounds/Q.json", "--arm", "r"], "arm: holds (d)"),
         (["docs/rounds/Q.json", "--margin", "0.9"], "--margin 0.9"),
         (["docs/rounds/Q.json", "docs/rounds/R.json", "--export", "x.json"], "exactly one"),
+        (["docs/rounds/Q.json", "--meta", "layout"], "--meta: KEY=VALUE"),
     ],
 )
 def test_bad_arguments_exit_2_naming_them(
