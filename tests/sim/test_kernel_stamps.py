@@ -44,6 +44,16 @@ def test_a_stamped_socket_reports_when_the_kernel_received_the_bytes() -> None:
         right, _ = server.accept()
         with left, right:
             assert kstamps.enable(right)
+            # Linux turns receive stamping on for the whole host through a deferred static key
+            # when the first socket asks; a byte that lands before that work ran carries no
+            # stamp (a loaded CI machine saw it). Wait until a byte comes back stamped.
+            deadline = time.monotonic() + 5.0
+            while True:
+                left.sendall(b"w")
+                _w, warm, _f, _a = right.recvmsg(16, kstamps.ANCILLARY_SIZE)
+                if kstamps.kernel_time(warm) is not None or time.monotonic() > deadline:
+                    break
+                time.sleep(0.01)
             before = time.time()
             left.sendall(b"x")  # loopback: received before sendall returns
             sent = time.time()
