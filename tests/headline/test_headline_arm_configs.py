@@ -8,6 +8,7 @@ import pytest
 
 from console.bench.headline.arms import standard_arms
 from console.bench.headline.options import check
+from console.bench.headline.workload import engine_flags, engine_sequences
 from perf.headline.__main__ import build_parser
 from scheduler import parse_config
 
@@ -51,3 +52,29 @@ def test_arm_letters_that_name_no_arm_are_refused() -> None:
     for arms in ("bz", "", "b-d"):
         problem = check(parser.parse_args(["--arms", arms]))
         assert problem is not None and "--arms" in problem and "abcdefghi" in problem
+
+
+@pytest.mark.parametrize(("engine", "sequences"), [("sim", 32), ("vllm", 16)])
+def test_arm_k_is_arm_d_with_one_of_the_engines_sequences_reserved(
+    engine: str, sequences: int
+) -> None:
+    """(k) caps the gateway at the engine's own `--max-num-seqs`, as the agent does from a
+    launch profile, and keeps the last of them for the most urgent tier; nothing else differs
+    from (d)."""
+    arms = {arm.key: arm for arm in standard_arms()}
+    d, k = arms["d"], arms["k"]
+    flags = engine_flags("priority", 1.0, 0, engine)
+    config = k.gateway_config(flags)
+    assert config is not None and d.gateway_config(flags) == d.tier_config
+    admission = parse_config(config).scheduler.admission
+    assert (admission.max_in_flight, admission.reserved_slots) == (sequences, 1)
+    assert {**config["scheduler"], "admission": {}} == {
+        **d.tier_config["scheduler"],
+        "admission": {},
+    }
+    assert k.policy == d.policy == "priority"
+
+
+def test_the_engine_sequences_come_from_its_flags() -> None:
+    assert engine_sequences(["--max-num-seqs", "8", "--enable-prefix-caching"]) == 8
+    assert engine_sequences(["--enable-prefix-caching"]) == 256  # vLLM's default

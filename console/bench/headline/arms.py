@@ -29,6 +29,7 @@ from console.bench.headline.workload import (
     TIERS,
     arm_spec,
     engine_flags,
+    engine_sequences,
     with_admission,
     with_queue,
 )
@@ -45,10 +46,23 @@ class Arm:
     send_priority: bool = False  # the client sets vLLM's `priority` per tier itself
     relay: bool = False  # through the bare relay (gpu_agent.relay_floor), no gateway
     at_rev: bool = False  # the gateway as at Options.gateway_rev (Setup.gateway_source)
+    # >0: the gateway's max_in_flight is the engine's --max-num-seqs (as the agent sets it from
+    # a launch profile) and its last `reserve_sequences` are `reserved_slots`.
+    reserve_sequences: int = 0
 
     @property
     def via_gateway(self) -> bool:
         return self.tier_config is not None
+
+    def gateway_config(self, flags: list[str]) -> dict[str, Any] | None:
+        """The tier config the arm's gateway runs against an engine started with `flags`."""
+        if self.tier_config is None or not self.reserve_sequences:
+            return self.tier_config
+        return with_admission(
+            self.tier_config,
+            max_in_flight=engine_sequences(flags),
+            reserved_slots=self.reserve_sequences,
+        )
 
 
 def standard_arms() -> list[Arm]:
@@ -79,6 +93,13 @@ def standard_arms() -> list[Arm]:
         Arm("s", "gateway-noshare-priority",
             "gateway (seed 000 tiers, admission.min_share 0), engine priority", "priority",
             with_admission(SEED_TIER_CONFIG, min_share=0)),
+        # Issue 16: a standing reserve. Against a priority engine an urgent request still
+        # waits for a running sequence to end (neither vLLM nor the simulator preempts for
+        # one); (k) keeps one of the engine's sequences from the less urgent tiers at all times.
+        Arm("k", "gateway-reserve1-priority",
+            "gateway (seed 000 tiers, max_in_flight = the engine's max_num_seqs, "
+            "reserved_slots 1), engine priority", "priority", SEED_TIER_CONFIG,
+            reserve_sequences=1),
         # A change to the gateway judged against another revision in the same paired rounds:
         # (d) with the gateway's packages as at --gateway-rev (procs.gateway_source).
         Arm("r", "gateway-rev-priority",
@@ -179,7 +200,7 @@ class ArmOutcome:
             "client_sends_priority": self.arm.send_priority,
             "via_relay": self.arm.relay,
             "gateway_at_rev": self.arm.at_rev,
-            "tier_config": self.arm.tier_config,
+            "tier_config": self.arm.gateway_config(self.engine_flags),
             "engine_flags": self.engine_flags,
             "tiers": {t: self.tier_row(t) for t in (*TIERS, "overall")},
             "engine": self.engine,
@@ -227,7 +248,7 @@ def run_arm(
             if arm.at_rev and source is None:
                 raise ValueError(f"arm ({arm.key}): needs a gateway revision (--gateway-rev)")
             gateway = run_gateway(
-                engine_url, arm.tier_config, setup.workdir, arm.name, source or ROOT
+                engine_url, arm.gateway_config(flags), setup.workdir, arm.name, source or ROOT
             )
         elif arm.relay:
             gateway = run_relay(engine_url, setup.workdir, arm.name)

@@ -63,6 +63,14 @@ SEED_TIER_CONFIG: dict[str, Any] = config_to_dict(default_config())
 TIER_PRIORITY = {t: SEED_TIER_CONFIG["scheduler"]["queues"][t]["priority"] for t in TIERS}
 
 
+def engine_sequences(flags: list[str]) -> int:
+    """The `--max-num-seqs` an engine's `flags` set (vLLM's default, 256, when none)."""
+    for i, flag in enumerate(flags[:-1]):
+        if flag == "--max-num-seqs":
+            return int(flags[i + 1])
+    return 256
+
+
 def engine_flags(policy: str, time_scale: float, seed: int, engine: str = "sim") -> list[str]:
     if engine == "vllm":
         return [*VLLM_FLAGS, "--scheduling-policy", policy, "--served-model-name", MODEL]
