@@ -68,6 +68,7 @@ def test_arm_k_is_arm_d_with_one_of_the_engines_sequences_reserved(
     assert config is not None and d.gateway_config(flags) == d.tier_config
     admission = parse_config(config).scheduler.admission
     assert (admission.max_in_flight, admission.reserved_slots) == (sequences, 1)
+    assert config["scheduler"]["admission"] == {"max_in_flight": sequences, "reserved_slots": 1}
     assert {**config["scheduler"], "admission": {}} == {
         **d.tier_config["scheduler"],
         "admission": {},
