@@ -78,4 +78,4 @@ def test_arm_k_is_arm_d_with_one_of_the_engines_sequences_reserved(
 
 def test_the_engine_sequences_come_from_its_flags() -> None:
     assert engine_sequences(["--max-num-seqs", "8", "--enable-prefix-caching"]) == 8
-    assert engine_sequences(["--enable-prefix-caching"]) == 256  # vLLM's default
+    assert engine_sequences(["--enable-prefix-caching"]) == 256  # the agent's default

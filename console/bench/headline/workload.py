@@ -22,6 +22,7 @@ from typing import Any
 from loadgen import WorkloadSpec
 from loadgen.prompts import synthetic_prompt
 from scheduler import config_to_dict, default_config
+from scheduler.config import DEFAULT_MAX_IN_FLIGHT
 
 MODEL = "headline-llama-8b"
 TIER_PROFILES: dict[str, dict[str, Any]] = {
@@ -64,11 +65,12 @@ TIER_PRIORITY = {t: SEED_TIER_CONFIG["scheduler"]["queues"][t]["priority"] for t
 
 
 def engine_sequences(flags: list[str]) -> int:
-    """The `--max-num-seqs` an engine's `flags` set (vLLM's default, 256, when none)."""
+    """The gateway's default `max_in_flight` for an engine started with `flags`, by the agent's
+    rule (DESIGN.md 3.1): its `--max-num-seqs`, else DEFAULT_MAX_IN_FLIGHT."""
     for i, flag in enumerate(flags[:-1]):
         if flag == "--max-num-seqs":
             return int(flags[i + 1])
-    return 256
+    return DEFAULT_MAX_IN_FLIGHT
 
 
 def engine_flags(policy: str, time_scale: float, seed: int, engine: str = "sim") -> list[str]:
