@@ -54,26 +54,31 @@ def test_arm_letters_that_name_no_arm_are_refused() -> None:
         assert problem is not None and "--arms" in problem and "abcdefghi" in problem
 
 
+@pytest.mark.parametrize(("key", "reserved"), [("k", 1), ("m", 6)])
 @pytest.mark.parametrize(("engine", "sequences"), [("sim", 32), ("vllm", 16)])
-def test_arm_k_is_arm_d_with_one_of_the_engines_sequences_reserved(
-    engine: str, sequences: int
+def test_reserve_arms_are_arm_d_with_some_of_the_engines_sequences_reserved(
+    key: str, reserved: int, engine: str, sequences: int
 ) -> None:
-    """(k) caps the gateway at the engine's own `--max-num-seqs`, as the agent does from a
-    launch profile, and keeps the last of them for the most urgent tier; nothing else differs
-    from (d)."""
+    """(k) and (m) cap the gateway at the engine's own `--max-num-seqs`, as the agent does
+    from a launch profile, and keep the last 1 or 6 of them for the most urgent tier; nothing
+    else differs from (d)."""
     arms = {arm.key: arm for arm in standard_arms()}
-    d, k = arms["d"], arms["k"]
+    d, arm = arms["d"], arms[key]
     flags = engine_flags("priority", 1.0, 0, engine)
-    config = k.gateway_config(flags)
+    config = arm.gateway_config(flags)
     assert config is not None and d.gateway_config(flags) == d.tier_config
     admission = parse_config(config).scheduler.admission
-    assert (admission.max_in_flight, admission.reserved_slots) == (sequences, 1)
-    assert config["scheduler"]["admission"] == {"max_in_flight": sequences, "reserved_slots": 1}
+    assert (admission.max_in_flight, admission.reserved_slots) == (sequences, reserved)
+    assert config["scheduler"]["admission"] == {
+        "max_in_flight": sequences,
+        "reserved_slots": reserved,
+    }
     assert {**config["scheduler"], "admission": {}} == {
         **d.tier_config["scheduler"],
         "admission": {},
     }
-    assert k.policy == d.policy == "priority"
+    assert arm.policy == d.policy == "priority"
+    assert f"reserved_slots {reserved}" in arm.title
 
 
 def test_the_engine_sequences_come_from_its_flags() -> None:

@@ -100,6 +100,14 @@ def standard_arms() -> list[Arm]:
             "gateway (seed 000 tiers, max_in_flight = the engine's max_num_seqs, "
             "reserved_slots 1), engine priority", "priority", SEED_TIER_CONFIG,
             reserve_sequences=1),
+        # (k) with a larger reserve: in a saturated round the online P99 is one burst of online
+        # arrivals waiting for running sequences to end, and how long depends on how many
+        # long lower-tier sequences hold the engine then (docs/performance.md, "Where an
+        # online P99 comes from"). (m) keeps 6 of vLLM's 16 from batch and offline.
+        Arm("m", "gateway-reserve6-priority",
+            "gateway (seed 000 tiers, max_in_flight = the engine's max_num_seqs, "
+            "reserved_slots 6), engine priority", "priority", SEED_TIER_CONFIG,
+            reserve_sequences=6),
         # A change to the gateway judged against another revision in the same paired rounds:
         # (d) with the gateway's packages as at --gateway-rev (procs.gateway_source).
         Arm("r", "gateway-rev-priority",
