@@ -95,6 +95,22 @@ class RunResult:
     cancelled: bool = False
     stages: list[dict[str, Any]] = field(default_factory=list)  # per ladder step, if any
 
+    @classmethod
+    def from_json_dict(cls, data: dict[str, Any]) -> RunResult:
+        """The inverse of `to_json_dict` (a run's JSON file, e.g. a headline arm's)."""
+        return cls(
+            spec=data["spec"],
+            started_at=data["started_at"],
+            finished_at=data["finished_at"],
+            window=(data["window"][0], data["window"][1]),
+            samples=[RequestSample.from_dict(s) for s in data["samples"]],
+            summary=data["summary"],
+            timeseries=data["timeseries"],
+            validity=data["validity"],
+            cancelled=data.get("cancelled", False),
+            stages=data.get("stages", []),
+        )
+
     def to_json_dict(self, *, with_samples: bool = True) -> dict[str, Any]:
         keep_raw = bool(self.spec.get("keep_itl_raw"))
         return {

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from loadgen.percentiles import percentile
-from loadgen.types import RequestSample
+from loadgen.types import RequestSample, RunResult
 
 EPISODE_GAP_S = 1.0
 SAMPLE_EVERY_S = 0.1
@@ -123,10 +123,8 @@ def arm_tail(
 
 def load_run(path: Path) -> tuple[list[RequestSample], tuple[float, float]]:
     """A raw run (`arm-X.json`): its samples and measured window (unix seconds)."""
-    doc = json.loads(path.read_text(encoding="utf-8"))
-    samples = [RequestSample.from_dict(s) for s in doc["samples"]]
-    start, end = doc["window"]
-    return samples, (float(start), float(end))
+    result = RunResult.from_json_dict(json.loads(path.read_text(encoding="utf-8")))
+    return result.samples, result.window
 
 
 def round_folders(folder: Path) -> list[Path]:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from loadgen.types import RequestSample
+from loadgen.types import RequestSample, RunResult
 from perf.headline import tail
 
 T0 = 1_800_000_000.0
@@ -71,8 +71,13 @@ def test_main_reads_round_folders_and_writes_json(tmp_path: Path, capsys) -> Non
         folder = tmp_path / f"round-{n}"
         folder.mkdir()
         for arm, ttft in (("b", 0.2), ("d", slow_ttft)):
-            doc = {"window": window, "samples": [s.to_dict() for s in _round(10.0, ttft)]}
-            (folder / f"arm-{arm}.json").write_text(json.dumps(doc), encoding="utf-8")
+            run = RunResult(
+                spec={}, started_at=T0, finished_at=T0 + 25.0, window=(window[0], window[1]),
+                samples=_round(10.0, ttft), summary={}, timeseries=[], validity={},
+            )  # fmt: skip
+            (folder / f"arm-{arm}.json").write_text(
+                json.dumps(run.to_json_dict()), encoding="utf-8"
+            )
     out = tmp_path / "tails.json"
     assert tail.main([str(tmp_path), "--json", str(out)]) == 0
     every = json.loads(out.read_text(encoding="utf-8"))

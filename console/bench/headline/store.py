@@ -26,7 +26,7 @@ from console.bench.execution import store_result
 from console.bench.models import BenchmarkRun
 from console.fleet.choices import EndpointKind
 from console.fleet.models import Endpoint
-from loadgen import RequestSample, RunResult
+from loadgen import RunResult
 
 
 class StoreError(Exception):
@@ -65,14 +65,7 @@ def flags_to_args(flags: list[str]) -> dict[str, Any]:
 
 
 def load_result(path: Path) -> RunResult:
-    data = json.loads(path.read_text(encoding="utf-8"))
-    return RunResult(
-        spec=data["spec"], started_at=data["started_at"], finished_at=data["finished_at"],
-        window=(data["window"][0], data["window"][1]),
-        samples=[RequestSample.from_dict(s) for s in data["samples"]],
-        summary=data["summary"], timeseries=data["timeseries"], validity=data["validity"],
-        cancelled=data.get("cancelled", False),
-    )  # fmt: skip
+    return RunResult.from_json_dict(json.loads(path.read_text(encoding="utf-8")))
 
 
 def snapshot(doc: dict[str, Any], arm: dict[str, Any], endpoint: Endpoint) -> dict[str, Any]:
