@@ -23,6 +23,7 @@ from gpu_agent.metrics import AgentCollector, ControlCollector, GatewayMetrics
 from gpu_agent.nvml import NvmlReader
 from gpu_agent.supervisor import EngineStartError, EngineSupervisor
 from gpu_agent.telemetry import Telemetry
+from gpu_agent.trace import Trace
 from gpu_agent.upstream import UpstreamPool
 from scheduler import AsyncDispatcher, ConfigError, Dispatcher, TierConfig, load_config_file
 from scheduler.config import DEFAULT_MAX_IN_FLIGHT
@@ -73,6 +74,12 @@ class Agent:
         nvml: NvmlReader | None = None,
     ) -> None:
         self.options = options
+        self.trace: Trace | None = None
+        if options.trace_file is not None:
+            try:
+                self.trace = Trace(options.trace_file)
+            except OSError as exc:
+                raise InputError(f"--trace {options.trace_file}: {exc.strerror or exc}") from exc
         self.supervisor = supervisor
         self.keys = KeyStore(keys)
         self.config = tier_config
@@ -252,6 +259,8 @@ class Agent:
         self.telemetry.start()
         if self.reconciler is not None:
             self.reconciler.start()
+        if self.trace is not None:
+            self.trace.start()
 
     def reload_files(self) -> None:
         """SIGHUP in standalone mode: re-read both files and apply them hot; a bad file is
@@ -281,6 +290,8 @@ class Agent:
             await self.reconciler.aclose()
         await self.driver.aclose()
         await self.telemetry.aclose()
+        if self.trace is not None:
+            await self.trace.aclose()
         if self._engine_task is not None:
             self._engine_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -54,6 +54,7 @@ class AgentOptions:
     client_buffer_total_bytes: int = DEFAULT_CLIENT_BUFFER_TOTAL_BYTES
     heartbeat_backoff_max_s: float = 30.0
     advertise_url: str | None = None
+    trace_file: Path | None = None  # trace.py: a JSON line per request, for diagnosis
 
     @property
     def mode(self) -> str:
@@ -184,6 +185,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--advertise-url", help="the gateway URL reported to the console (default: derived)"
     )
+    parser.add_argument(
+        "--trace",
+        type=Path,
+        metavar="FILE",
+        help="append a JSON line per request to FILE: when the scheduler released it and when "
+        "the engine's head, first token and end arrived; and the event loop's stalls "
+        "(diagnosis; off by default)",
+    )
     return parser
 
 
@@ -231,4 +240,5 @@ def parse_args(argv: list[str] | None = None) -> AgentOptions:
         client_buffer_total_bytes=ns.client_buffer_total_bytes,
         heartbeat_backoff_max_s=ns.heartbeat_backoff_max,
         advertise_url=ns.advertise_url.rstrip("/") if ns.advertise_url else None,
+        trace_file=ns.trace,
     )

@@ -52,12 +52,16 @@ class _ClientGone(Exception):
 class _Disconnect:
     """Shared between a request's handler and its disconnect watcher."""
 
-    __slots__ = ("done", "gone", "writer")
+    __slots__ = ("done", "end", "first", "gone", "head", "writer")
 
     def __init__(self) -> None:
         self.done = False  # the response is complete: a later disconnect is normal
         self.gone = False  # the client left first
         self.writer: ClientWriter | None = None  # a stream's writer, once it has one
+        # Seconds after arrival (trace.py): the engine's head, first delta, end of its answer.
+        self.head: float | None = None
+        self.first: float | None = None
+        self.end: float | None = None
 
     def response_ends(self) -> None:
         self.done = True
@@ -101,6 +105,8 @@ class Gateway:
     async def handle(self, scope: Scope, receive: Receive, send: Send, chat: bool) -> None:
         t0 = time.perf_counter()
         agent = self.agent
+        trace = agent.trace
+        at = time.time() if trace is not None else 0.0
         auth = tier_header = length = request_id = None
         for name, value in scope["headers"]:
             if name == b"authorization":
@@ -212,6 +218,11 @@ class Gateway:
                 ticket.release()
             if waited is not None:
                 agent.metrics.released(tier, waited)
+            if trace is not None:
+                outcome = "cancelled" if state.gone else "rejected" if ticket is None else "ok"
+                if outcome == "ok" and state.end is None:
+                    outcome = "error"
+                trace.request(req_id, tier, at, waited, state.head, state.first, state.end, outcome)
             if state.writer is not None:
                 await state.writer.close()
 
@@ -239,10 +250,13 @@ class Gateway:
         tail = b""
         try:
             async with agent.upstream.post(agent.engine_url, path, body, headers) as resp:
+                state.head = time.perf_counter() - t0
                 out_headers = [h for h in resp.headers if h[0] in _HOP_HEADERS]
                 out_headers.append((b"x-tiergate-tier", tier.encode()))
                 if resp.status != 200 or not stream:
                     data = await resp.read()
+                    if resp.status == 200:
+                        state.end = time.perf_counter() - t0
                     if resp.status == 400 and sent_priority and _PRIORITY_REFUSED in data.lower():
                         return False
                     ticket.release()
@@ -260,14 +274,16 @@ class Gateway:
                 first = FirstDelta()
                 async for chunk in resp:
                     if ttft is None and first.seen(chunk):
-                        ttft = time.perf_counter() - t0
+                        ttft = state.first = time.perf_counter() - t0
                         # The client's first token first, then the scheduler's bookkeeping.
                         await writer.write(chunk)
                         ticket.first_token()
                     else:
                         await writer.write(chunk)  # waits only while the client is far behind
                     tail = (tail + chunk)[-_TAIL_BYTES:]
+            state.end = time.perf_counter() - t0
             if b"[DONE]" not in tail:
+                state.end = None
                 raise UpstreamError("the engine's stream ended without [DONE]")
         except (UpstreamError, TimeoutError) as exc:
             ticket.release()

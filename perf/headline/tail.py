@@ -14,6 +14,10 @@ in its folder (`arm-X.json`, every request) and says, per arm:
   same request, sent at the same offset), their P99 there, and the median paired difference:
   whether the reference was spared that moment or only passed it faster.
 
+With the gateway's trace in the folder (`perf.headline --gateway-trace`), a gateway arm's tail
+is also split into where its time went: to the gateway, queued there, to the engine's head,
+the engine's first token, on to the client (perf.headline.inside).
+
 FOLDER is a round's folder (`--workdir` of `perf.headline`, or one of its `round-N`
 folders); a folder with `round-N` folders is read round by round. Pure functions; `main`
 is the shell.
@@ -29,8 +33,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from console.bench.headline.procs import gateway_trace_path
+from gpu_agent.trace import read_trace
 from loadgen.percentiles import percentile
 from loadgen.types import RequestSample, RunResult
+from perf.headline import inside
 
 EPISODE_GAP_S = 1.0
 SAMPLE_EVERY_S = 0.1
@@ -143,10 +150,26 @@ def describe_round(folder: Path, tier: str, reference: str) -> dict[str, dict[st
         raise ValueError(f"{folder}: no arm-X.json (a headline round's folder?)")
     tiers = sorted({s.tier or "-" for samples, _ in runs.values() for s in samples})
     ref = runs[reference][0] if reference in runs else None
-    return {
+    out = {
         key: arm_tail(samples, window, tier, tiers, None if key == reference else ref)
         for key, (samples, window) in runs.items()
     }
+    for key, trace in gateway_traces(folder).items():
+        if key in runs:
+            requests, lags, _ = read_trace(trace)
+            rows = inside.inside(tail_of(runs[key][0], tier)[1], requests, lags)
+            out[key]["inside"] = {"mean_ms": inside.summary(rows), "requests": rows}
+    return out
+
+
+def gateway_traces(folder: Path) -> dict[str, Path]:
+    """The gateway traces in a round's folder by arm key (headline.json names the arms)."""
+    try:
+        doc = json.loads((folder / "headline.json").read_text(encoding="utf-8"))
+    except OSError:
+        return {}
+    paths = {a["key"]: gateway_trace_path(folder, a["name"]) for a in doc.get("arms", [])}
+    return {key: path for key, path in paths.items() if path.exists()}
 
 
 def render(name: str, arms: dict[str, dict[str, Any]], reference: str) -> list[str]:
@@ -161,6 +184,14 @@ def render(name: str, arms: dict[str, dict[str, Any]], reference: str) -> list[s
             f"  ({key}) P99 {a['p99_ms']:.0f} ms, {a['tail']} at or above it, sent {spans}; "
             f"running then (mean): {running}"
         )
+        if a.get("inside", {}).get("mean_ms"):
+            m = a["inside"]["mean_ms"]
+            lines.append(
+                f"      inside, tail mean: TTFT {m['ttft']:.0f} ms = to gateway "
+                f"{m['to_gateway']:.0f} + queued {m['wait']:.0f} + to engine head "
+                f"{m['to_head']:.0f} + engine first token {m['to_first']:.0f} + to client "
+                f"{m['to_client']:.0f}; gateway loop stalled {m['stalled']:.0f}"
+            )
         if "paired_diff_ms" in a:
             lines.append(
                 f"      the same requests in ({reference}): {a['reference_tail_ms']} ms against "

@@ -143,6 +143,7 @@ class Setup:
     workdir: Path
     vllm: VllmEngine | None = None  # None: the simulator
     gateway_source: Path | None = None  # arm (r)'s gateway packages (procs.gateway_source)
+    gateway_trace: bool = False  # the gateway's --trace, to ARM-gateway-trace.jsonl
 
     @property
     def engine(self) -> str:
@@ -256,7 +257,12 @@ def run_arm(
             if arm.at_rev and source is None:
                 raise ValueError(f"arm ({arm.key}): needs a gateway revision (--gateway-rev)")
             gateway = run_gateway(
-                engine_url, arm.gateway_config(flags), setup.workdir, arm.name, source or ROOT
+                engine_url,
+                arm.gateway_config(flags),
+                setup.workdir,
+                arm.name,
+                source or ROOT,
+                trace=setup.gateway_trace,
             )
         elif arm.relay:
             gateway = run_relay(engine_url, setup.workdir, arm.name)

@@ -76,6 +76,7 @@ class Options:
     vllm: VllmEngine | None = None  # None: the simulator
     workdir: Path | None = None
     gateway_rev: str | None = None  # arm (r): the gateway as at this git revision
+    gateway_trace: bool = False  # gateway arms write ARM-gateway-trace.jsonl (gpu_agent.trace)
     # The command line that ran it, as recorded: program (e.g. `manage.py headline`) + options.
     command: list[str] = field(default_factory=list)
 
@@ -146,6 +147,7 @@ def run_experiment(opts: Options, log: Callable[[str], None] = print) -> Experim
         prompts_file=prompts,
         workdir=workdir,
         vllm=opts.vllm,
+        gateway_trace=opts.gateway_trace,
     )
     if "r" in opts.arms:
         if not opts.gateway_rev:

@@ -46,6 +46,12 @@ def add_experiment_arguments(p: argparse.ArgumentParser) -> None:
         help="arm r: (d) with the gateway (gpu_agent, scheduler) as at this git revision, to "
         "judge a change against it in the same paired rounds",
     )
+    p.add_argument(
+        "--gateway-trace",
+        action="store_true",
+        help="gateway arms run the agent with --trace (ARM-gateway-trace.jsonl in the work "
+        "folder): per request, its release and the engine's head, first token and end",
+    )
     p.add_argument("--workdir", type=Path, help="logs, configs, prompts (default: a temp dir)")
     p.add_argument("--json", dest="json_path", type=Path, help="write the whole record here")
 
@@ -121,5 +127,6 @@ def options_from_args(
         vllm=vllm if args.engine == "vllm" else None,
         workdir=args.workdir,
         gateway_rev=args.gateway_rev,
+        gateway_trace=args.gateway_trace,
         command=command,
     )

@@ -175,9 +175,11 @@ def run_gateway(
     workdir: Path,
     name: str,
     source: Path = ROOT,
+    trace: bool = False,
 ) -> Iterator[str]:
     """The agent in standalone mode in front of `engine_url`; one all-tier key (GATEWAY_KEY).
-    `source`: the folder its packages come from (gateway_source: another revision's)."""
+    `source`: the folder its packages come from (gateway_source: another revision's);
+    `trace`: its `--trace` to NAME-gateway-trace.jsonl in `workdir` (gpu_agent.trace)."""
     workdir = workdir.resolve()
     config_path = workdir / f"{name}-tiers.json"
     config_path.write_text(json.dumps(tier_config, indent=2), encoding="utf-8")
@@ -196,9 +198,15 @@ def run_gateway(
         "--state-dir", str(workdir / f"{name}-state"),
         "--log-level", "warning",
     ]  # fmt: skip
+    if trace:
+        argv += ["--trace", str(gateway_trace_path(workdir, name))]
     url = f"http://127.0.0.1:{port}"
     with _process(argv, workdir / f"{name}-gateway.log", url, 30, cwd=source) as u:
         yield u
+
+
+def gateway_trace_path(workdir: Path, name: str) -> Path:
+    return workdir / f"{name}-gateway-trace.jsonl"
 
 
 # What the gateway process runs: the agent and the scheduler core it imports (nothing else).
