@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -180,3 +181,15 @@ async def post(agent: AgentProcess, tier: str = "online", **extra: Any) -> httpx
         return await client.post(
             agent.url + "/v1/chat/completions", json={**CHAT, **extra}, headers=headers
         )
+
+
+def assert_niceness_acts(engine: int, agent: int) -> None:
+    """The engine is in a process group of its own (stopping it stops its workers) but in
+    the agent's session and so in its autogroup, where niceness orders the two: from a session
+    of its own it would share the CPU equally with the agent whatever its niceness."""
+    assert os.getpgid(engine) == engine
+    assert os.getsid(engine) == os.getsid(agent)
+    group = Path(f"/proc/{engine}/autogroup")
+    if group.exists():  # a kernel built with autogroups
+        ours = Path(f"/proc/{agent}/autogroup").read_text().split()[0]
+        assert group.read_text().split()[0] == ours

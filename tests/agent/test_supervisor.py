@@ -17,6 +17,7 @@ from tests.agent.agent_helpers import (
     GATEWAY_KEYS,
     NODE_TOKEN,
     FakeConsole,
+    assert_niceness_acts,
     post,
     standalone_args,
     start_agent,
@@ -140,6 +141,7 @@ def test_the_engine_runs_nicer_than_the_agent(tmp_path: Path, flags: list[str], 
         threads = [int(t.name) for t in Path(f"/proc/{pid}/task").iterdir()]
         niceness = {tid: os.getpriority(os.PRIO_PROCESS, tid) for tid in threads}
         assert niceness == dict.fromkeys(threads, expected)
+        assert_niceness_acts(pid, agent.process.pid)
 
 
 def _zombie(pid: int) -> bool:

@@ -14,6 +14,7 @@ from console.bench.headline.options import ENGINE_NICE, vllm_from_args
 from console.bench.headline.procs import VllmEngine, run_engine
 from gpu_agent.supervisor import DEFAULT_ENGINE_NICE
 from perf.headline.__main__ import build_parser
+from tests.agent.agent_helpers import assert_niceness_acts
 from tools import vllm_env
 
 
@@ -52,6 +53,9 @@ def test_run_engine_starts_the_engine_that_much_nicer(tmp_path: Path) -> None:
         port = f"--port\0{url.rsplit(':', 1)[1]}\0".encode()
         (pid,) = [p for p in _children() if port in _cmdline(p)]
         assert os.getpriority(os.PRIO_PROCESS, pid) == min(19, os.nice(0) + 3)
+        # In this process's session (its autogroup), where that niceness acts against the
+        # client and the gateways; a process group of its own, so that it stops whole.
+        assert_niceness_acts(pid, os.getpid())
 
 
 def _children() -> list[int]:

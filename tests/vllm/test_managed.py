@@ -23,7 +23,7 @@ import pytest
 from gpu_agent.sim.testing import free_port
 from gpu_agent.supervisor import DEFAULT_ENGINE_NICE
 from gpu_agent.testing import AgentProcess
-from tests.agent.agent_helpers import GATEWAY_KEYS, NODE_TOKEN, FakeConsole
+from tests.agent.agent_helpers import GATEWAY_KEYS, NODE_TOKEN, FakeConsole, assert_niceness_acts
 from tests.vllm.vllm_helpers import (
     AUTH,
     MODEL_NAME,
@@ -119,6 +119,7 @@ def test_the_supervisor_starts_vllm_from_the_engine_command(
         with contextlib.suppress(ProcessLookupError):  # a helper thread that has just ended
             niceness[tid] = os.getpriority(os.PRIO_PROCESS, tid)
     assert niceness == dict.fromkeys(niceness, min(19, agent_nice + DEFAULT_ENGINE_NICE))
+    assert_niceness_acts(agent.status()["engine"]["pid"], agent.process.pid)
     # The engine report: vLLM's own parser, read with the Python of the `vllm` command.
     beat = wait_beat(console, lambda b: "report" in b["engine"], 600, "the engine report")
     report = beat["engine"]["report"]

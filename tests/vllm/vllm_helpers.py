@@ -99,7 +99,7 @@ def start_vllm(model: Path, flags: Sequence[str], log_path: Path) -> VllmServer:
             stdout=log,
             stderr=subprocess.STDOUT,
             env=vllm_env.engine_env({"PYTHONUNBUFFERED": "1"}),
-            start_new_session=True,  # its own group: stopping it stops its engine-core process
+            process_group=0,  # its own group: stopping it stops its engine-core process
         )
     return VllmServer(f"http://127.0.0.1:{port}", process, log_path)
 

@@ -86,14 +86,17 @@ def _process(
     `cwd`: where `python -m` resolves the product's packages from."""
     env = {**(env or os.environ), "PYTHONUNBUFFERED": "1"}
     with open(log, "wb") as out:
-        # Its own process group: a real vLLM's engine-core process stops with it.
+        # Its own process group (a real vLLM's engine-core process stops with it), in this
+        # process's session: in a session of its own, the kernel's autogroups would make it a
+        # scheduling group of its own, and the engine's niceness would not act against the
+        # load generator and the gateway (gpu_agent.supervisor, above DEFAULT_ENGINE_NICE).
         proc = subprocess.Popen(
             list(argv),
             cwd=cwd,
             stdout=out,
             stderr=subprocess.STDOUT,
             env=env,
-            start_new_session=True,
+            process_group=0,
             preexec_fn=_nicer(nice),
         )
         try:
