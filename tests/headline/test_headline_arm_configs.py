@@ -54,7 +54,7 @@ def test_arm_letters_that_name_no_arm_are_refused() -> None:
         assert problem is not None and "--arms" in problem and "abcdefghi" in problem
 
 
-@pytest.mark.parametrize(("key", "reserved"), [("k", 1), ("m", 6)])
+@pytest.mark.parametrize(("key", "reserved"), [("k", 1), ("n", 3), ("m", 6)])
 @pytest.mark.parametrize(("engine", "sequences"), [("sim", 32), ("vllm", 16)])
 def test_reserve_arms_are_arm_d_with_some_of_the_engines_sequences_reserved(
     key: str, reserved: int, engine: str, sequences: int

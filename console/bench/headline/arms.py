@@ -108,6 +108,13 @@ def standard_arms() -> list[Arm]:
             "gateway (seed 000 tiers, max_in_flight = the engine's max_num_seqs, "
             "reserved_slots 6), engine priority", "priority", SEED_TIER_CONFIG,
             reserve_sequences=6),
+        # (m) with half its reserve: on shared cores (m) cut online TTFT P99 but the engine ran
+        # about 10.5 sequences and throughput fell to x0.86 (docs/performance.md, "Inside the
+        # gateway on shared cores"); (n) asks where between (k) and (m) the balance lies.
+        Arm("n", "gateway-reserve3-priority",
+            "gateway (seed 000 tiers, max_in_flight = the engine's max_num_seqs, "
+            "reserved_slots 3), engine priority", "priority", SEED_TIER_CONFIG,
+            reserve_sequences=3),
         # A change to the gateway judged against another revision in the same paired rounds:
         # (d) with the gateway's packages as at --gateway-rev (procs.gateway_source).
         Arm("r", "gateway-rev-priority",
