@@ -58,14 +58,14 @@ def engine_up(beat: dict[str, Any]) -> bool:
 
 
 def engine_threads(pid: int) -> list[int]:
-    """The threads of every process in the engine's session (the supervisor starts it in a
-    session of its own: the API server, its engine core and their helpers)."""
+    """The threads of every process in the engine's process group (the supervisor starts it
+    in a group of its own: the API server, its engine core and their helpers)."""
     out = []
     for proc in Path("/proc").iterdir():
         if proc.name.isdigit():
             with contextlib.suppress(OSError):
                 stat = (proc / "stat").read_text()
-                if int(stat.rsplit(")", 1)[1].split()[3]) == pid:  # field 6, the session
+                if int(stat.rsplit(")", 1)[1].split()[2]) == pid:  # field 5, the group
                     out += [int(t.name) for t in (proc / "task").iterdir()]
     return out
 
