@@ -248,14 +248,16 @@ class Gateway:
         writer: ClientWriter | None = None
         ttft: float | None = None
         tail = b""
+        traced = agent.trace is not None  # the trace's extra clock reads, only when it is on
         try:
             async with agent.upstream.post(agent.engine_url, path, body, headers) as resp:
-                state.head = time.perf_counter() - t0
+                if traced:
+                    state.head = time.perf_counter() - t0
                 out_headers = [h for h in resp.headers if h[0] in _HOP_HEADERS]
                 out_headers.append((b"x-tiergate-tier", tier.encode()))
                 if resp.status != 200 or not stream:
                     data = await resp.read()
-                    if resp.status == 200:
+                    if traced and resp.status == 200:
                         state.end = time.perf_counter() - t0
                     if resp.status == 400 and sent_priority and _PRIORITY_REFUSED in data.lower():
                         return False
@@ -281,9 +283,7 @@ class Gateway:
                     else:
                         await writer.write(chunk)  # waits only while the client is far behind
                     tail = (tail + chunk)[-_TAIL_BYTES:]
-            state.end = time.perf_counter() - t0
             if b"[DONE]" not in tail:
-                state.end = None
                 raise UpstreamError("the engine's stream ended without [DONE]")
         except (UpstreamError, TimeoutError) as exc:
             ticket.release()
@@ -294,6 +294,8 @@ class Gateway:
             self._client_stalled(tier, exc, state)
             return True
         # The engine is done: its slot goes back now, whatever the client's pace.
+        if traced:
+            state.end = time.perf_counter() - t0
         ticket.release()
         try:
             await writer.finish()
