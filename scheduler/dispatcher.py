@@ -19,7 +19,8 @@ Choices where DESIGN.md is silent:
   removed tier move to the least urgent remaining tier (`tier_of` says where a request is now).
   A lower `max_in_flight` releases nothing until in-flight falls under it; a lower
   `max_queue_depth` refuses only new arrivals;
-- `reserved_slots` is clamped below `max_in_flight` when the cap comes from the caller's default;
+- `reserved_slots` is clamped below `max_in_flight` when the cap comes from the caller's default,
+  and stands only as far as the most urgent tier's recent arrivals use it (`Rooms._standing_now`);
 - counters (released, rejections, waits) of a tier removed by `reconfigure` are dropped;
 - the queue-timeout check is inclusive: a request that has waited exactly `queue_timeout_ms`
   is rejected, and a tier whose oldest request has waited exactly the effective wait is ready.
@@ -78,6 +79,8 @@ class Dispatcher(Rooms):
         self._recovery_cap: int | None = None  # in-flight cap of the less urgent tiers, if any
         self._urgent_overload = False
         self._freed = RecentEvents()
+        self._arrivals: dict[str, RecentEvents] = {}
+        self._standing = 0
         self._feed: int | None = None
         self._apply(config)
 
@@ -112,6 +115,7 @@ class Dispatcher(Rooms):
                 tiers[name] = TierQueue(name, config, rank)
         self._tiers = tiers
         self._order = list(tiers.values())
+        self._arrivals = {name: got for name, got in self._arrivals.items() if name in tiers}
 
     def reconfigure(
         self, config: TierConfig, now: float, *, default_max_in_flight: int | None = None
@@ -158,6 +162,7 @@ class Dispatcher(Rooms):
         entry = Entry(req, now, self._seq, tier)
         tier.put(entry)
         self._queued[req.id] = entry
+        self._arrivals.setdefault(tier.name, RecentEvents()).add(now)
         return None
 
     def first_token(self, req_id: str, now: float, *, timed: bool = True) -> None:
@@ -244,6 +249,7 @@ class Dispatcher(Rooms):
             self.recovery.backed_up(now)
         self._feed = self._feed_now(now)
         self._recovery_cap = self.recovery.lower_cap(self.max_in_flight, now)
+        self._standing = self._standing_now(now)
         self._limit = self.limiter.value
         self._urgent_limit = self._limit
         if self.engine_priority and self._order and self.limiter.adaptive:
@@ -289,9 +295,11 @@ class Dispatcher(Rooms):
                 stuck.add(chosen)
         if any(self._held_by_limit(t) for t in self._order):
             self.limiter.held_back()  # something waits and only the awaiting limit stops it
-        return PollResult(
-            released, rejected, next_wakeup(self._order, now), promoted, aged_ids, sent_as
-        )
+        wakeup = next_wakeup(self._order, now)
+        lapse = self._standing_lapse(now)
+        if lapse is not None and (wakeup is None or lapse < wakeup):
+            wakeup = lapse
+        return PollResult(released, rejected, wakeup, promoted, aged_ids, sent_as)
 
     def _expire(self, tier: TierQueue, now: float, out: list[tuple[Request, Rejection]]) -> None:
         for entry in tier.pop_expired(now):

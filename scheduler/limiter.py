@@ -78,6 +78,15 @@ class RecentEvents:
     def per_s(self, now: float) -> float:
         return self.count(now) / RATE_WINDOW_S
 
+    def falls_below(self, keep: int, now: float) -> float | None:
+        """When the count, `keep` or more now, first falls below `keep` by time alone (None:
+        `keep` under 1, or more than the count now)."""
+        count = self.count(now)
+        if keep < 1 or keep > count:
+            return None
+        # An event exactly RATE_WINDOW_S old still counts: it is gone an instant later.
+        return max(self._times[count - keep] + RATE_WINDOW_S, math.nextafter(now, math.inf))
+
 
 class LatencyTrack:
     """One tier's first-token latencies: the windowed minimum and a weighted mean."""

@@ -1,9 +1,10 @@
 """Room rules of the dispatcher (scheduler/dispatcher.py): which tier may take a free slot now.
 
 A mixin over the dispatcher's state, kept apart so that each rule reads on its own: the slot
-caps (`max_in_flight`, `reserved_slots`, the recovery reserve of scheduler/reserve.py), the
-awaiting limit per tier (the most urgent tier's allowance, scheduler/limiter.py), and the room
-of a starvation-bound release. Pure: every input is the dispatcher's state or `now`.
+caps (`max_in_flight`, the standing reserve of `reserved_slots`, the recovery reserve of
+scheduler/reserve.py), the awaiting limit per tier (the most urgent tier's allowance,
+scheduler/limiter.py), and the room of a starvation-bound release. Pure: every input is the
+dispatcher's state or `now`.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ class Rooms:
     _feed: int | None  # its awaiting in the engine while overloaded (`_release`), if any
     _shares: ShareWindow
     _freed: RecentEvents  # requests ended (engine sequences freed), any tier
+    _arrivals: dict[str, RecentEvents]  # requests queued, per tier
+    _standing: int  # the standing reserve as of the poll (`_standing_now`)
     max_in_flight: int
     reserved: int
     min_share: float
@@ -40,8 +43,25 @@ class Rooms:
 
     def _cap(self, tier: TierQueue) -> int:
         """The in-flight count under which `tier` may take a slot: the less urgent tiers leave
-        the last `reserved_slots` to the most urgent."""
-        return self.max_in_flight - self.reserved if tier.rank else self.max_in_flight
+        the last slots of the standing reserve (`_standing_now`) to the most urgent."""
+        return self.max_in_flight - self._standing if tier.rank else self.max_in_flight
+
+    def _standing_now(self, now: float) -> int:
+        """The standing reserve: `reserved_slots`, but at most one slot per request of the most
+        urgent tier that arrived in the last RATE_WINDOW_S. The reserve is there for that
+        tier's arrivals; kept while it sends nothing (a quiet hour, or the lower tiers'
+        backlog draining after a busy spell) it would only idle engine sequences."""
+        if not self.reserved or not self._order:
+            return 0
+        recent = self._arrivals.get(self._order[0].name)
+        return 0 if recent is None else min(self.reserved, recent.count(now))
+
+    def _standing_lapse(self, now: float) -> float | None:
+        """When the standing reserve next shrinks by time alone, if a less urgent tier waits
+        (a poll then: the freed slot is theirs). None: no such moment matters."""
+        if not self._standing or not any(tier.depth for tier in self._order[1:]):
+            return None
+        return self._arrivals[self._order[0].name].falls_below(self._standing, now)
 
     def _lower_room(self, tier: TierQueue) -> int:
         """Slots a less urgent `tier` may still take while the recovery reserve holds: under
@@ -119,13 +139,13 @@ class Rooms:
 
     def _reserved_now(self) -> int:
         """Slots the less urgent tiers leave to the most urgent (as of the last poll): the
-        config's `reserved_slots` of `max_in_flight`, or while the recovery reserve holds, the
-        engine sequences it keeps (of `engine_sequences`, not of a `max_in_flight` far above
-        what the engine runs)."""
+        standing reserve (`_standing_now`), or while the recovery reserve holds, the engine
+        sequences it keeps (of `engine_sequences`, not of a `max_in_flight` far above what the
+        engine runs)."""
         cap = self._recovery_cap
         if cap is None:
-            return self.reserved
-        return max(self.reserved, self.recovery.sequences(self.max_in_flight) - cap)
+            return self._standing
+        return max(self._standing, self.recovery.sequences(self.max_in_flight) - cap)
 
     def _share_room(self, tier: TierQueue) -> bool:
         """Room for a starvation-bound release of `tier`: the most urgent tier's (its awaiting

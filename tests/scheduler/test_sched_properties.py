@@ -98,7 +98,10 @@ arrivals = st.tuples(
     st.integers(1, 60),
     st.integers(0, 15),
 )
-polls = st.tuples(st.just("poll"), st.integers(0, 30))
+# Mostly a few ms on; now and then past RATE_WINDOW_S, the memory of the standing reserve and
+# of the freed rate.
+polls = st.tuples(st.just("poll"), st.one_of(st.integers(0, 30), st.integers(0, 30),
+                                              st.integers(0, 30), st.just(2100)))  # fmt: skip
 ops = st.one_of(
     arrivals,
     arrivals,
@@ -142,6 +145,18 @@ class Model:
     urgent_backed: bool = False  # the most urgent tier backed up at that poll's start
     feed: int | None = None  # its bound on its own awaiting while backed up (the dispatcher's)
     freed: list[float] = field(default_factory=list)  # when each released request ended
+    arrived: dict[str, list[float]] = field(default_factory=dict)  # queued, per tier: when
+    standing: int = 0  # the standing reserve as of the poll being checked
+
+    def standing_now(self, now: float) -> int:
+        """`reserved_slots` (below max_in_flight), at most one per arrival of the most urgent
+        tier in the last RATE_WINDOW_S."""
+        admission = self.config.scheduler.admission
+        assert admission.max_in_flight is not None
+        fixed = min(admission.reserved_slots, admission.max_in_flight - 1)
+        urgent = self.config.tiers_by_urgency()[0]
+        recent = sum(1 for at in self.arrived.get(urgent, []) if at >= now - RATE_WINDOW_S)
+        return min(fixed, recent)
 
     def sequences(self) -> int:
         cap = self.config.scheduler.admission.max_in_flight
@@ -219,8 +234,7 @@ class Model:
         admission = self.config.scheduler.admission
         assert admission.max_in_flight is not None
         most_urgent = self.config.tiers_by_urgency()[0]
-        fixed = min(admission.reserved_slots, admission.max_in_flight - 1)
-        cap = admission.max_in_flight - (0 if tier == most_urgent else fixed)
+        cap = admission.max_in_flight - (0 if tier == most_urgent else self.standing)
         limit = self.urgent_limit if tier == most_urgent else self.limit
         if tier != most_urgent and self.lower_allowed is not None:
             cap = min(cap, self.lower_allowed)  # the recovery reserve holds
@@ -360,6 +374,7 @@ def check_poll(d: Dispatcher, m: Model, now: float) -> None:
     if m.urgent_backed:
         m.backlog_at = m.pressed_at = now
     m.lower_allowed = m.lower_cap(now)
+    m.standing = m.standing_now(now)
     limit = m.limit = d.max_awaiting
     fixed = admission.max_awaiting_first_token
     assert limit == fixed if fixed is not None else 1 <= limit <= admission.max_in_flight
@@ -472,6 +487,11 @@ def check_poll(d: Dispatcher, m: Model, now: float) -> None:
             )
     if result.next_wakeup is not None:
         assert result.next_wakeup > now
+    # The standing reserve lapses with time alone: a waiting less urgent tier is polled by then.
+    if m.standing and any(m.pending(t) for t in m.config.tiers_by_urgency()[1:]):
+        recent = sorted(at for at in m.arrived[urgent] if at >= now - RATE_WINDOW_S)
+        lapse = max(recent[len(recent) - m.standing] + RATE_WINDOW_S, math.nextafter(now, math.inf))
+        assert result.next_wakeup is not None and result.next_wakeup <= lapse
 
 
 def check_counts(d: Dispatcher, m: Model, now: float) -> None:
@@ -522,6 +542,7 @@ def test_dispatcher_invariants(cfgs: list[TierConfig], steps: list[tuple[Any, ..
             else:
                 assert refusal is None
                 m.queued[rid] = Queued(m.seq, tier, now, prompt, prompt + max_tokens)
+                m.arrived.setdefault(tier, []).append(now)
         elif kind == "poll":
             now += step[1] / 1000.0
             check_poll(d, m, now)
@@ -573,6 +594,7 @@ def test_dispatcher_invariants(cfgs: list[TierConfig], steps: list[tuple[Any, ..
                 if tier not in new.scheduler.queues:
                     m.owed_home[rid] = fallback
             m.config = new
+            m.arrived = {t: at for t, at in m.arrived.items() if t in new.scheduler.queues}
             for rid in m.queued:
                 assert d.tier_of(rid) == m.queued[rid].tier
         check_counts(d, m, now)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from scheduler import QUEUE_FULL, QUEUE_TIMEOUT, Dispatcher, Request
+from scheduler.limiter import RATE_WINDOW_S
 from tests.scheduler.sched_helpers import make_config
 
 WIDE = {"max_awaiting_first_token": 1000, "max_in_flight": 1000}
@@ -145,14 +146,44 @@ def test_reserved_slots_are_left_to_the_most_urgent_tier() -> None:
             admission={"max_in_flight": 4, "reserved_slots": 2, "max_awaiting_first_token": 100}
         )
     )
+    for i in range(2):
+        d.arrive(req(f"o{i}"), 0.0)
     for i in range(10):
         d.arrive(req(f"b{i}", "batch"), 0.0)
-    assert ids(d.poll(1.0).released) == ["b0", "b1"]
-    assert d.poll(2.0).released == []
-    for i in range(3):
-        d.arrive(req(f"o{i}"), 2.0)
-    assert ids(d.poll(3.0).released) == ["o0", "o1"]
+    # Online arrived: batch starts only while more than 2 slots are free.
+    assert ids(d.poll(0.5).released) == ["o0", "b0", "o1"]
+    assert d.poll(0.6).released == []  # batch waits beside a free slot
+    for rid in ("o0", "o1"):
+        d.complete(rid, 0.7)
+    assert ids(d.poll(0.7).released) == ["b1"]
+    for i in range(2, 5):
+        d.arrive(req(f"o{i}"), 1.0)
+    assert ids(d.poll(1.5).released) == ["o2", "o3"]
     assert d.in_flight == 4
+
+
+def test_the_standing_reserve_follows_the_most_urgent_tiers_arrivals() -> None:
+    """At most one reserved slot per most urgent arrival in the last RATE_WINDOW_S: with none,
+    every slot is work for the less urgent tiers (a drain after a busy spell, a quiet hour),
+    and the poll asks to be woken when the reserve lapses."""
+    d = Dispatcher(
+        make_config(
+            admission={"max_in_flight": 4, "reserved_slots": 2, "max_awaiting_first_token": 100}
+        )
+    )
+    for i in range(10):
+        d.arrive(req(f"b{i}", "batch"), 0.0)
+    assert ids(d.poll(0.5).released) == ["b0", "b1", "b2", "b3"]  # no online yet: no reserve
+    for rid in ("b0", "b1", "b2", "b3"):
+        d.complete(rid, 0.6)
+    d.arrive(req("o0"), 0.6)
+    result = d.poll(0.7)
+    assert ids(result.released) == ["o0", "b4", "b5"]  # one online arrival holds one slot
+    assert d.stats(0.7).reserved_slots == 1
+    assert result.next_wakeup == pytest.approx(0.6 + RATE_WINDOW_S)
+    assert d.poll(2.5).released == []
+    assert ids(d.poll(2.7).released) == ["b6"]  # its arrival is over 2 s old: the slot is batch's
+    assert d.stats(2.7).reserved_slots == 0
 
 
 def test_awaiting_first_token_caps_releases_until_a_first_token() -> None:
