@@ -98,6 +98,9 @@ class AdmissionConfig(_Strict):
     # None: adapted to what the gateway observes (scheduler/limiter.py); a number: a hard cap.
     max_awaiting_first_token: PositiveInt | None = None
     reserved_slots: NonNegativeInt = 0
+    # False: the reserved slots always stand (DESIGN.md 3.2). True: at most one per request of
+    # the most urgent tier that arrived in the last 2 s (scheduler/rooms.py, `_standing_now`).
+    reserve_follows_arrivals: StrictBool = False
     pass_priority: StrictBool = True
     # The starvation bound: every less urgent tier with queued requests gets at least this
     # share of the recent releases' engine work (prompt + max tokens), even while a more

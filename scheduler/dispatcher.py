@@ -19,8 +19,7 @@ Choices where DESIGN.md is silent:
   removed tier move to the least urgent remaining tier (`tier_of` says where a request is now).
   A lower `max_in_flight` releases nothing until in-flight falls under it; a lower
   `max_queue_depth` refuses only new arrivals;
-- `reserved_slots` is clamped below `max_in_flight` when the cap comes from the caller's default,
-  and stands only as far as the most urgent tier's recent arrivals use it (`Rooms._standing_now`);
+- `reserved_slots` is clamped below `max_in_flight` when the cap comes from the caller's default;
 - counters (released, rejections, waits) of a tier removed by `reconfigure` are dropped;
 - the queue-timeout check is inclusive: a request that has waited exactly `queue_timeout_ms`
   is rejected, and a tier whose oldest request has waited exactly the effective wait is ready.
@@ -94,6 +93,7 @@ class Dispatcher(Rooms):
         self.limiter.fixed = admission.max_awaiting_first_token
         self.limiter.set_ceiling(self.max_in_flight)
         self.reserved = min(admission.reserved_slots, self.max_in_flight - 1)
+        self.reserve_follows = admission.reserve_follows_arrivals
         hold = admission.recovery_hold_ms
         self.recovery.configure(
             float(admission.recovery_reserve), None if hold is None else hold / 1000.0

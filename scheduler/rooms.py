@@ -36,6 +36,7 @@ class Rooms:
     _standing: int  # the standing reserve as of the poll (`_standing_now`)
     max_in_flight: int
     reserved: int
+    reserve_follows: bool
     min_share: float
     engine_priority: bool
     limiter: AwaitingLimit
@@ -47,19 +48,22 @@ class Rooms:
         return self.max_in_flight - self._standing if tier.rank else self.max_in_flight
 
     def _standing_now(self, now: float) -> int:
-        """The standing reserve: `reserved_slots`, but at most one slot per request of the most
-        urgent tier that arrived in the last RATE_WINDOW_S. The reserve is there for that
-        tier's arrivals; kept while it sends nothing (a quiet hour, or the lower tiers'
-        backlog draining after a busy spell) it would only idle engine sequences."""
-        if not self.reserved or not self._order:
-            return 0
+        """The standing reserve: `reserved_slots`; with `reserve_follows_arrivals`, at most one
+        slot per request of the most urgent tier that arrived in the last RATE_WINDOW_S. The
+        reserve is there for that tier's arrivals; kept while it sends nothing (a quiet hour,
+        or the lower tiers' backlog draining after a busy spell) it only idles engine
+        sequences."""
+        if not self.reserve_follows or not self.reserved or not self._order:
+            return self.reserved
         recent = self._arrivals.get(self._order[0].name)
         return 0 if recent is None else min(self.reserved, recent.count(now))
 
     def _standing_lapse(self, now: float) -> float | None:
         """When the standing reserve next shrinks by time alone, if a less urgent tier waits
         (a poll then: the freed slot is theirs). None: no such moment matters."""
-        if not self._standing or not any(tier.depth for tier in self._order[1:]):
+        if not (self.reserve_follows and self._standing):
+            return None
+        if not any(tier.depth for tier in self._order[1:]):
             return None
         return self._arrivals[self._order[0].name].falls_below(self._standing, now)
 

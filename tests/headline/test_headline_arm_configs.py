@@ -54,14 +54,17 @@ def test_arm_letters_that_name_no_arm_are_refused() -> None:
         assert problem is not None and "--arms" in problem and "abcdefghi" in problem
 
 
-@pytest.mark.parametrize(("key", "reserved"), [("k", 1), ("n", 3), ("m", 6)])
+@pytest.mark.parametrize(
+    ("key", "reserved", "follows"), [("k", 1, False), ("n", 3, False), ("m", 6, False),
+                                     ("q", 6, True)]
+)  # fmt: skip
 @pytest.mark.parametrize(("engine", "sequences"), [("sim", 32), ("vllm", 16)])
 def test_reserve_arms_are_arm_d_with_some_of_the_engines_sequences_reserved(
-    key: str, reserved: int, engine: str, sequences: int
+    key: str, reserved: int, follows: bool, engine: str, sequences: int
 ) -> None:
-    """(k) and (m) cap the gateway at the engine's own `--max-num-seqs`, as the agent does
-    from a launch profile, and keep the last 1 or 6 of them for the most urgent tier; nothing
-    else differs from (d)."""
+    """(k), (n) and (m) cap the gateway at the engine's own `--max-num-seqs`, as the agent does
+    from a launch profile, and keep the last 1, 3 or 6 of them for the most urgent tier; (q)
+    is (m) with that reserve following online's arrivals; nothing else differs from (d)."""
     arms = {arm.key: arm for arm in standard_arms()}
     d, arm = arms["d"], arms[key]
     flags = engine_flags("priority", 1.0, 0, engine)
@@ -69,9 +72,11 @@ def test_reserve_arms_are_arm_d_with_some_of_the_engines_sequences_reserved(
     assert config is not None and d.gateway_config(flags) == d.tier_config
     admission = parse_config(config).scheduler.admission
     assert (admission.max_in_flight, admission.reserved_slots) == (sequences, reserved)
+    assert admission.reserve_follows_arrivals is follows
     assert config["scheduler"]["admission"] == {
         "max_in_flight": sequences,
         "reserved_slots": reserved,
+        **({"reserve_follows_arrivals": True} if follows else {}),
     }
     assert {**config["scheduler"], "admission": {}} == {
         **d.tier_config["scheduler"],

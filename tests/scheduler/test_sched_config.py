@@ -49,9 +49,21 @@ def test_extensions_round_trip(seed: dict[str, Any]) -> None:
     seed["scheduler"]["admission"] = {
         "max_in_flight": 64,
         "reserved_slots": 8,
+        "reserve_follows_arrivals": True,
         "pass_priority": False,
     }
     assert config_to_dict(parse_config(seed)) == seed
+
+
+def test_reserve_follows_arrivals_is_off_by_default_and_a_strict_boolean(
+    seed: dict[str, Any],
+) -> None:
+    assert parse_config(seed).scheduler.admission.reserve_follows_arrivals is False
+    seed["scheduler"]["admission"] = {"reserve_follows_arrivals": "yes"}
+    errors = errors_of(seed)
+    assert len(errors) == 1 and errors[0].startswith(
+        "scheduler.admission.reserve_follows_arrivals:"
+    ), errors
 
 
 def test_bad_tiers_reports_every_rule_at_once() -> None:

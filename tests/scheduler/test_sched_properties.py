@@ -47,6 +47,7 @@ def configs(draw: st.DrawFn) -> TierConfig:
     admission: dict[str, Any] = {
         "max_in_flight": cap,
         "reserved_slots": draw(st.integers(0, cap - 1)),
+        "reserve_follows_arrivals": draw(st.booleans()),
         "min_share": draw(st.sampled_from([0, 0.05, 0.2, 0.45])),
     }
     if draw(st.booleans()):  # else adapted by the limiter
@@ -149,11 +150,13 @@ class Model:
     standing: int = 0  # the standing reserve as of the poll being checked
 
     def standing_now(self, now: float) -> int:
-        """`reserved_slots` (below max_in_flight), at most one per arrival of the most urgent
-        tier in the last RATE_WINDOW_S."""
+        """`reserved_slots` (below max_in_flight); if it follows arrivals, at most one per
+        arrival of the most urgent tier in the last RATE_WINDOW_S."""
         admission = self.config.scheduler.admission
         assert admission.max_in_flight is not None
         fixed = min(admission.reserved_slots, admission.max_in_flight - 1)
+        if not admission.reserve_follows_arrivals:
+            return fixed
         urgent = self.config.tiers_by_urgency()[0]
         recent = sum(1 for at in self.arrived.get(urgent, []) if at >= now - RATE_WINDOW_S)
         return min(fixed, recent)
@@ -488,7 +491,8 @@ def check_poll(d: Dispatcher, m: Model, now: float) -> None:
     if result.next_wakeup is not None:
         assert result.next_wakeup > now
     # The standing reserve lapses with time alone: a waiting less urgent tier is polled by then.
-    if m.standing and any(m.pending(t) for t in m.config.tiers_by_urgency()[1:]):
+    follows = admission.reserve_follows_arrivals
+    if follows and m.standing and any(m.pending(t) for t in m.config.tiers_by_urgency()[1:]):
         recent = sorted(at for at in m.arrived[urgent] if at >= now - RATE_WINDOW_S)
         lapse = max(recent[len(recent) - m.standing] + RATE_WINDOW_S, math.nextafter(now, math.inf))
         assert result.next_wakeup is not None and result.next_wakeup <= lapse

@@ -146,31 +146,22 @@ def test_reserved_slots_are_left_to_the_most_urgent_tier() -> None:
             admission={"max_in_flight": 4, "reserved_slots": 2, "max_awaiting_first_token": 100}
         )
     )
-    for i in range(2):
-        d.arrive(req(f"o{i}"), 0.0)
     for i in range(10):
         d.arrive(req(f"b{i}", "batch"), 0.0)
-    # Online arrived: batch starts only while more than 2 slots are free.
-    assert ids(d.poll(0.5).released) == ["o0", "b0", "o1"]
-    assert d.poll(0.6).released == []  # batch waits beside a free slot
-    for rid in ("o0", "o1"):
-        d.complete(rid, 0.7)
-    assert ids(d.poll(0.7).released) == ["b1"]
-    for i in range(2, 5):
-        d.arrive(req(f"o{i}"), 1.0)
-    assert ids(d.poll(1.5).released) == ["o2", "o3"]
+    assert ids(d.poll(1.0).released) == ["b0", "b1"]
+    assert d.poll(2.0).released == []
+    for i in range(3):
+        d.arrive(req(f"o{i}"), 2.0)
+    assert ids(d.poll(3.0).released) == ["o0", "o1"]
     assert d.in_flight == 4
 
 
-def test_the_standing_reserve_follows_the_most_urgent_tiers_arrivals() -> None:
-    """At most one reserved slot per most urgent arrival in the last RATE_WINDOW_S: with none,
-    every slot is work for the less urgent tiers (a drain after a busy spell, a quiet hour),
-    and the poll asks to be woken when the reserve lapses."""
-    d = Dispatcher(
-        make_config(
-            admission={"max_in_flight": 4, "reserved_slots": 2, "max_awaiting_first_token": 100}
-        )
-    )
+def test_a_reserve_that_follows_arrivals_stands_one_slot_per_recent_urgent_arrival() -> None:
+    """`reserve_follows_arrivals`: at most one reserved slot per most urgent arrival in the last
+    RATE_WINDOW_S. With none, every slot is work for the less urgent tiers (a drain after a
+    busy spell, a quiet hour), and the poll asks to be woken when the reserve lapses."""
+    admission = {"max_in_flight": 4, "reserved_slots": 2, "max_awaiting_first_token": 100}
+    d = Dispatcher(make_config(admission={**admission, "reserve_follows_arrivals": True}))
     for i in range(10):
         d.arrive(req(f"b{i}", "batch"), 0.0)
     assert ids(d.poll(0.5).released) == ["b0", "b1", "b2", "b3"]  # no online yet: no reserve
@@ -184,6 +175,12 @@ def test_the_standing_reserve_follows_the_most_urgent_tiers_arrivals() -> None:
     assert d.poll(2.5).released == []
     assert ids(d.poll(2.7).released) == ["b6"]  # its arrival is over 2 s old: the slot is batch's
     assert d.stats(2.7).reserved_slots == 0
+    # Without it (the default, DESIGN.md 3.2) the reserve stands with no online arrival at all.
+    static = Dispatcher(make_config(admission=admission))
+    for i in range(10):
+        static.arrive(req(f"b{i}", "batch"), 0.0)
+    assert ids(static.poll(0.5).released) == ["b0", "b1"]
+    assert static.poll(10.0).released == [] and static.stats(10.0).reserved_slots == 2
 
 
 def test_awaiting_first_token_caps_releases_until_a_first_token() -> None:

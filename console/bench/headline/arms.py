@@ -49,6 +49,7 @@ class Arm:
     # >0: the gateway's max_in_flight is the engine's --max-num-seqs (as the agent sets it from
     # a launch profile) and its last `reserve_sequences` are `reserved_slots`.
     reserve_sequences: int = 0
+    reserve_follows_arrivals: bool = False  # that reserve stands one slot per recent arrival
 
     @property
     def via_gateway(self) -> bool:
@@ -58,10 +59,12 @@ class Arm:
         """The tier config the arm's gateway runs against an engine started with `flags`."""
         if self.tier_config is None or not self.reserve_sequences:
             return self.tier_config
+        extra = {"reserve_follows_arrivals": True} if self.reserve_follows_arrivals else {}
         return with_admission(
             self.tier_config,
             max_in_flight=engine_sequences(flags),
             reserved_slots=self.reserve_sequences,
+            **extra,
         )
 
 
@@ -115,6 +118,14 @@ def standard_arms() -> list[Arm]:
             "gateway (seed 000 tiers, max_in_flight = the engine's max_num_seqs, "
             "reserved_slots 3), engine priority", "priority", SEED_TIER_CONFIG,
             reserve_sequences=3),
+        # (m) whose reserve follows online's arrivals (one slot per online request of the last
+        # 2 s): the same reserve while online arrives, every sequence for batch and offline
+        # when it does not (the drain after the window, a lull). (m) held the lower tiers'
+        # drain to 10 of 16 sequences and lost throughput by requests per second.
+        Arm("q", "gateway-reserve6follow-priority",
+            "gateway (seed 000 tiers, max_in_flight = the engine's max_num_seqs, "
+            "reserved_slots 6 following online's arrivals), engine priority", "priority",
+            SEED_TIER_CONFIG, reserve_sequences=6, reserve_follows_arrivals=True),
         # A change to the gateway judged against another revision in the same paired rounds:
         # (d) with the gateway's packages as at --gateway-rev (procs.gateway_source).
         Arm("r", "gateway-rev-priority",
