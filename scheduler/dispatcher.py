@@ -162,7 +162,8 @@ class Dispatcher(Rooms):
         entry = Entry(req, now, self._seq, tier)
         tier.put(entry)
         self._queued[req.id] = entry
-        self._arrivals.setdefault(tier.name, RecentEvents()).add(now)
+        if self.reserve_follows and not tier.rank:  # only the standing reserve reads them
+            self._arrivals.setdefault(tier.name, RecentEvents()).add(now)
         return None
 
     def first_token(self, req_id: str, now: float, *, timed: bool = True) -> None:

@@ -32,7 +32,7 @@ class Rooms:
     _feed: int | None  # its awaiting in the engine while overloaded (`_release`), if any
     _shares: ShareWindow
     _freed: RecentEvents  # requests ended (engine sequences freed), any tier
-    _arrivals: dict[str, RecentEvents]  # requests queued, per tier
+    _arrivals: dict[str, RecentEvents]  # most urgent requests queued (while following), per tier
     _standing: int  # the standing reserve as of the poll (`_standing_now`)
     max_in_flight: int
     reserved: int

@@ -146,7 +146,8 @@ class Model:
     urgent_backed: bool = False  # the most urgent tier backed up at that poll's start
     feed: int | None = None  # its bound on its own awaiting while backed up (the dispatcher's)
     freed: list[float] = field(default_factory=list)  # when each released request ended
-    arrived: dict[str, list[float]] = field(default_factory=dict)  # queued, per tier: when
+    # When the most urgent tier's requests were queued, per tier, while the reserve followed them.
+    arrived: dict[str, list[float]] = field(default_factory=dict)
     standing: int = 0  # the standing reserve as of the poll being checked
 
     def standing_now(self, now: float) -> int:
@@ -546,7 +547,11 @@ def test_dispatcher_invariants(cfgs: list[TierConfig], steps: list[tuple[Any, ..
             else:
                 assert refusal is None
                 m.queued[rid] = Queued(m.seq, tier, now, prompt, prompt + max_tokens)
-                m.arrived.setdefault(tier, []).append(now)
+                if (
+                    m.config.scheduler.admission.reserve_follows_arrivals
+                    and tier == m.config.tiers_by_urgency()[0]
+                ):  # the only arrivals the standing reserve reads
+                    m.arrived.setdefault(tier, []).append(now)
         elif kind == "poll":
             now += step[1] / 1000.0
             check_poll(d, m, now)
