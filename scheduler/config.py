@@ -101,6 +101,10 @@ class AdmissionConfig(_Strict):
     # False: the reserved slots always stand (DESIGN.md 3.2). True: at most one per request of
     # the most urgent tier that arrived in the last 2 s (scheduler/rooms.py, `_standing_now`).
     reserve_follows_arrivals: StrictBool = False
+    # False: the less urgent tiers may not take the last reserved slots of all in flight
+    # (DESIGN.md 3.2). True: they may hold at most max_in_flight - reserved slots between them,
+    # and the most urgent tier's own requests take from the reserve (rooms.py, `_slot_room`).
+    reserve_caps_lower_tiers: StrictBool = False
     pass_priority: StrictBool = True
     # The starvation bound: every less urgent tier with queued requests gets at least this
     # share of the recent releases' engine work (prompt + max tokens), even while a more

@@ -94,6 +94,7 @@ class Dispatcher(Rooms):
         self.limiter.set_ceiling(self.max_in_flight)
         self.reserved = min(admission.reserved_slots, self.max_in_flight - 1)
         self.reserve_follows = admission.reserve_follows_arrivals
+        self.reserve_caps_lower = admission.reserve_caps_lower_tiers
         hold = admission.recovery_hold_ms
         self.recovery.configure(
             float(admission.recovery_reserve), None if hold is None else hold / 1000.0
@@ -280,9 +281,9 @@ class Dispatcher(Rooms):
             chosen = chosen_tier(self._order, now, has_room)
             if chosen is None:
                 break  # only reserved slots are left and only less urgent tiers wait
-            cap = self._cap(chosen)
             awaiting_room = self._limit_for(chosen) - self._awaiting_upto(chosen)
-            room = min(cap - len(flight), self._lower_room(chosen), awaiting_room, chosen.max_batch)
+            slots = self._slot_room(chosen)
+            room = min(slots, self._lower_room(chosen), awaiting_room, chosen.max_batch)
             if chosen.promote_s is not None and self.engine_priority:
                 # Its first release counts one tier up, which holds the rest of it
                 # (selection.awaiting_upto): one at a time, as the rule says.
@@ -365,6 +366,7 @@ class Dispatcher(Rooms):
                 dq.pop() if lifo else dq.popleft()
                 del self._queued[entry.req.id]
                 tier.taken(entry)
+                tier.in_flight += 1  # at once: the reserve's room counts tiers' in-flight
                 req = entry.req
                 flight[req.id] = Flight(req, tier, now, counted, owed)
                 tier.owed_awaiting += owed
@@ -384,7 +386,6 @@ class Dispatcher(Rooms):
                 break
         if not taken:
             return  # nothing it may send now: not a release (no record, no drain rate)
-        tier.in_flight += taken
         padding = 1.0 - prompt_sum / (taken * longest) if longest else 0.0
         tier.record_release(now, taken, padding)
         self._recent.append((tier.name, now, taken, tokens, padding))

@@ -37,15 +37,25 @@ class Rooms:
     max_in_flight: int
     reserved: int
     reserve_follows: bool
+    reserve_caps_lower: bool
     min_share: float
     engine_priority: bool
     limiter: AwaitingLimit
     recovery: RecoveryReserve
 
-    def _cap(self, tier: TierQueue) -> int:
-        """The in-flight count under which `tier` may take a slot: the less urgent tiers leave
-        the last slots of the standing reserve (`_standing_now`) to the most urgent."""
-        return self.max_in_flight - self._standing if tier.rank else self.max_in_flight
+    def _slot_room(self, tier: TierQueue) -> int:
+        """Slots `tier` may take under `max_in_flight` and the standing reserve
+        (`_standing_now`), at most 0 when none. The less urgent tiers leave the reserve's last
+        slots to the most urgent; with `reserve_caps_lower_tiers` they hold at most
+        `max_in_flight` - the reserve between them instead, so that the most urgent tier's
+        own requests take from the reserve first and leave no slot idle."""
+        free = self.max_in_flight - len(self._flight)
+        if not tier.rank or not self._standing:
+            return free
+        if not self.reserve_caps_lower:
+            return free - self._standing
+        lower = len(self._flight) - self._order[0].in_flight
+        return min(free, self.max_in_flight - self._standing - lower)
 
     def _standing_now(self, now: float) -> int:
         """The standing reserve: `reserved_slots`; with `reserve_follows_arrivals`, at most one
@@ -77,7 +87,7 @@ class Rooms:
 
     def _has_room(self, tier: TierQueue) -> bool:
         return (
-            len(self._flight) < self._cap(tier)
+            self._slot_room(tier) > 0
             and self._lower_room(tier) > 0
             and self._awaiting_upto(tier) < self._limit_for(tier)
         )
@@ -127,8 +137,7 @@ class Rooms:
         """`tier` holds requests that only the awaiting limit keeps here (the limiter grows
         then). An overloaded most urgent tier past its feed sends more only as the next tier's:
         held by the limit only if that tier's slots would take them."""
-        flight = len(self._flight)
-        if not (tier.depth and flight < self._cap(tier) and self._lower_room(tier)):
+        if not (tier.depth and self._slot_room(tier) > 0 and self._lower_room(tier)):
             return False
         if tier.rank or self._feed is None or len(self._order) < 2:
             return True
@@ -136,7 +145,7 @@ class Rooms:
         if self._limit_for(tier) <= awaiting < self._feed:
             return True  # the limit stops it before the feed does
         down = self._order[1]
-        return flight < self._cap(down) and self._lower_room(down) > 0
+        return self._slot_room(down) > 0 and self._lower_room(down) > 0
 
     def _awaiting_upto(self, tier: TierQueue) -> int:
         return awaiting_upto(self._order, tier, self._awaiting, self.engine_priority)

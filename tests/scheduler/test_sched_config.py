@@ -50,20 +50,20 @@ def test_extensions_round_trip(seed: dict[str, Any]) -> None:
         "max_in_flight": 64,
         "reserved_slots": 8,
         "reserve_follows_arrivals": True,
+        "reserve_caps_lower_tiers": True,
         "pass_priority": False,
     }
     assert config_to_dict(parse_config(seed)) == seed
 
 
-def test_reserve_follows_arrivals_is_off_by_default_and_a_strict_boolean(
-    seed: dict[str, Any],
+@pytest.mark.parametrize("name", ["reserve_follows_arrivals", "reserve_caps_lower_tiers"])
+def test_the_standing_reserves_options_are_off_by_default_and_strict_booleans(
+    seed: dict[str, Any], name: str
 ) -> None:
-    assert parse_config(seed).scheduler.admission.reserve_follows_arrivals is False
-    seed["scheduler"]["admission"] = {"reserve_follows_arrivals": "yes"}
+    assert getattr(parse_config(seed).scheduler.admission, name) is False
+    seed["scheduler"]["admission"] = {name: "yes"}
     errors = errors_of(seed)
-    assert len(errors) == 1 and errors[0].startswith(
-        "scheduler.admission.reserve_follows_arrivals:"
-    ), errors
+    assert len(errors) == 1 and errors[0].startswith(f"scheduler.admission.{name}:"), errors
 
 
 def test_bad_tiers_reports_every_rule_at_once() -> None:

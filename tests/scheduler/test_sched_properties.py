@@ -48,6 +48,7 @@ def configs(draw: st.DrawFn) -> TierConfig:
         "max_in_flight": cap,
         "reserved_slots": draw(st.integers(0, cap - 1)),
         "reserve_follows_arrivals": draw(st.booleans()),
+        "reserve_caps_lower_tiers": draw(st.booleans()),
         "min_share": draw(st.sampled_from([0, 0.05, 0.2, 0.45])),
     }
     if draw(st.booleans()):  # else adapted by the limiter
@@ -132,6 +133,7 @@ class Model:
     queued: dict[str, Queued] = field(default_factory=dict)
     flight: dict[str, bool] = field(default_factory=dict)  # id -> still awaiting first token
     flight_tier: dict[str, str] = field(default_factory=dict)
+    home: dict[str, str] = field(default_factory=dict)  # released requests' own tiers
     owed_home: dict[str, str] = field(default_factory=dict)  # starvation-bound releases' tiers
     limit: int = 1  # the dispatcher's awaiting limit during the poll being checked
     urgent_limit: int = 1  # the most urgent tier's during that poll
@@ -239,6 +241,12 @@ class Model:
         assert admission.max_in_flight is not None
         most_urgent = self.config.tiers_by_urgency()[0]
         cap = admission.max_in_flight - (0 if tier == most_urgent else self.standing)
+        if tier != most_urgent and admission.reserve_caps_lower_tiers:
+            # The less urgent tiers hold at most max_in_flight - the reserve between them.
+            lower = sum(1 for rid in self.flight if self.home[rid] != most_urgent)
+            if lower >= admission.max_in_flight - self.standing:
+                return False
+            cap = admission.max_in_flight
         limit = self.urgent_limit if tier == most_urgent else self.limit
         if tier != most_urgent and self.lower_allowed is not None:
             cap = min(cap, self.lower_allowed)  # the recovery reserve holds
@@ -470,6 +478,7 @@ def check_poll(d: Dispatcher, m: Model, now: float) -> None:
         else:
             assert r.id not in result.sent_as
         m.flight_tier[r.id] = counted
+        m.home[r.id] = q.tier
         m.outcome[r.id] = "released"
     if result.released:  # a lower cap from reconfigure holds releases until under it
         assert len(m.flight) <= admission.max_in_flight
@@ -602,6 +611,9 @@ def test_dispatcher_invariants(cfgs: list[TierConfig], steps: list[tuple[Any, ..
             for rid, tier in m.owed_home.items():
                 if tier not in new.scheduler.queues:
                     m.owed_home[rid] = fallback
+            for rid, tier in m.home.items():
+                if tier not in new.scheduler.queues:
+                    m.home[rid] = fallback
             m.config = new
             m.arrived = {t: at for t, at in m.arrived.items() if t in new.scheduler.queues}
             for rid in m.queued:

@@ -183,6 +183,34 @@ def test_a_reserve_that_follows_arrivals_stands_one_slot_per_recent_urgent_arriv
     assert static.poll(10.0).released == [] and static.stats(10.0).reserved_slots == 2
 
 
+def test_a_reserve_that_caps_the_lower_tiers_leaves_no_slot_idle_under_online() -> None:
+    """`reserve_caps_lower_tiers`: the less urgent tiers hold at most max_in_flight - the
+    reserve between them, and the most urgent tier's own requests take from the reserve. The
+    default (trunk) rule keeps the last slots free of the less urgent tiers whoever holds the
+    rest, so with online holding some, slots stand idle while batch waits."""
+    admission = {"max_in_flight": 4, "reserved_slots": 2, "max_awaiting_first_token": 100}
+    admission["min_share"] = 0  # no starvation-bound release: only the room rules act
+    for caps in (True, False):
+        d = Dispatcher(make_config(admission={**admission, "reserve_caps_lower_tiers": caps}))
+        d.arrive(req("o0"), 0.0)
+        d.arrive(req("o1"), 0.0)
+        assert ids(d.poll(0.1).released) == ["o0", "o1"]
+        for i in range(10):
+            d.arrive(req(f"b{i}", "batch"), 0.2)
+        if caps:  # online holds the reserve; batch takes the other 2: the engine runs 4
+            assert ids(d.poll(0.3).released) == ["b0", "b1"] and d.in_flight == 4
+            d.complete("o0", 0.4)
+            assert d.poll(0.5).released == []  # batch holds its 2: the freed slot is online's
+            d.complete("b0", 0.6)
+            assert ids(d.poll(0.7).released) == ["b2"]  # batch back to 2, one slot for online
+            d.arrive(req("o2"), 0.8)
+            assert ids(d.poll(0.8).released) == ["o2"] and d.in_flight == 4
+        else:  # the trunk rule: 2 in flight, so batch may take none, and 2 slots stand idle
+            assert d.poll(0.3).released == [] and d.in_flight == 2
+            d.complete("o0", 0.4)
+            assert ids(d.poll(0.5).released) == ["b0"] and d.in_flight == 2
+
+
 def test_awaiting_first_token_caps_releases_until_a_first_token() -> None:
     # FIFO throughout (the queue is older than the default lifo_after_ms by the end).
     d = Dispatcher(make_config(admission={"max_awaiting_first_token": 2, "lifo_after_ms": None}))
