@@ -135,6 +135,7 @@ class Dispatcher(Rooms):
         for tier in self._order:
             tier.groups = [deque() for _ in range(len(tier.bounds) + 1)]
             tier.dead = tier.depth = tier.queued_tokens = tier.in_flight = tier.awaiting = 0
+            tier.sent_as_own = 0
             tier.owed_awaiting = 0
         for entry in entries:
             entry.tier = self._tiers.get(entry.tier.name, fallback)
@@ -144,6 +145,7 @@ class Dispatcher(Rooms):
             flight.counted = self._tiers.get(flight.counted.name, fallback)
             flight.tier.in_flight += 1
             flight.counted.awaiting += flight.awaiting
+            flight.tier.sent_as_own += flight.counted is flight.tier
             flight.tier.owed_awaiting += flight.owed and flight.awaiting
 
     # -- events -------------------------------------------------------------------------------
@@ -213,6 +215,7 @@ class Dispatcher(Rooms):
         if flight is None:
             return False
         flight.tier.in_flight -= 1
+        flight.tier.sent_as_own -= flight.counted is flight.tier
         self._freed.add(now)
         if flight.awaiting:
             flight.settle()
@@ -366,7 +369,6 @@ class Dispatcher(Rooms):
                 dq.pop() if lifo else dq.popleft()
                 del self._queued[entry.req.id]
                 tier.taken(entry)
-                tier.in_flight += 1  # at once: the reserve's room counts tiers' in-flight
                 req = entry.req
                 flight[req.id] = Flight(req, tier, now, counted, owed)
                 tier.owed_awaiting += owed
@@ -377,6 +379,7 @@ class Dispatcher(Rooms):
                 self._shares.count(tier.name, entry.tokens)
                 self._awaiting += 1
                 counted.awaiting += 1
+                counted.sent_as_own += counted is tier
                 taken += 1
                 tokens += entry.tokens
                 prompt_sum += req.prompt_tokens
@@ -386,6 +389,7 @@ class Dispatcher(Rooms):
                 break
         if not taken:
             return  # nothing it may send now: not a release (no record, no drain rate)
+        tier.in_flight += taken
         padding = 1.0 - prompt_sum / (taken * longest) if longest else 0.0
         tier.record_release(now, taken, padding)
         self._recent.append((tier.name, now, taken, tokens, padding))

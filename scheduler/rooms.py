@@ -46,15 +46,19 @@ class Rooms:
     def _slot_room(self, tier: TierQueue) -> int:
         """Slots `tier` may take under `max_in_flight` and the standing reserve
         (`_standing_now`), at most 0 when none. The less urgent tiers leave the reserve's last
-        slots to the most urgent; with `reserve_caps_lower_tiers` they hold at most
-        `max_in_flight` - the reserve between them instead, so that the most urgent tier's
-        own requests take from the reserve first and leave no slot idle."""
+        slots to the most urgent; with `reserve_caps_lower_tiers` every other request in
+        flight counts against a cap of `max_in_flight` - the reserve instead, so that the most
+        urgent tier's own requests take from the reserve first and leave no slot idle. Only a
+        request of the most urgent tier sent as its own is outside the cap: a stale one sent on
+        as the next tier's (the overload rules) leaves the reserve to new ones, as in the
+        recovery reserve, and a less urgent one promoted or owed to its priority, or of a tier
+        whose age bound sends it one tier up (`counted_tier`), is still less urgent work."""
         free = self.max_in_flight - len(self._flight)
         if not tier.rank or not self._standing:
             return free
         if not self.reserve_caps_lower:
             return free - self._standing
-        lower = len(self._flight) - self._order[0].in_flight
+        lower = len(self._flight) - self._order[0].sent_as_own
         return min(free, self.max_in_flight - self._standing - lower)
 
     def _standing_now(self, now: float) -> int:

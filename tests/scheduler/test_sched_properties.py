@@ -242,8 +242,13 @@ class Model:
         most_urgent = self.config.tiers_by_urgency()[0]
         cap = admission.max_in_flight - (0 if tier == most_urgent else self.standing)
         if tier != most_urgent and admission.reserve_caps_lower_tiers:
-            # The less urgent tiers hold at most max_in_flight - the reserve between them.
-            lower = sum(1 for rid in self.flight if self.home[rid] != most_urgent)
+            # Every request but the most urgent tier's own sent as its own counts against a cap
+            # of max_in_flight - the reserve.
+            lower = sum(
+                1
+                for rid in self.flight
+                if most_urgent != self.home[rid] or most_urgent != self.flight_tier[rid]
+            )
             if lower >= admission.max_in_flight - self.standing:
                 return False
             cap = admission.max_in_flight

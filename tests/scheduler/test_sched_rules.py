@@ -211,6 +211,26 @@ def test_a_reserve_that_caps_the_lower_tiers_leaves_no_slot_idle_under_online() 
             assert ids(d.poll(0.5).released) == ["b0"] and d.in_flight == 2
 
 
+def test_a_capped_reserve_counts_a_less_urgent_request_sent_at_online_priority() -> None:
+    """A batch tier with an age bound goes to the engine one tier up, as online's
+    (`counted_tier`): still less urgent work, so it stays under the cap and does not take
+    the reserve."""
+    admission = {"max_in_flight": 4, "reserved_slots": 2, "max_awaiting_first_token": 100}
+    admission.update(min_share=0, reserve_caps_lower_tiers=True)
+    d = Dispatcher(make_config({"batch": {"promote_after_ms": 20000}}, admission=admission))
+    d.arrive(req("o0"), 0.0)
+    for i in range(6):
+        d.arrive(req(f"b{i}", "batch"), 0.0)
+    assert ids(d.poll(0.1).released) == ["o0"]
+    sent = []
+    for i, rid in enumerate(("o0", "b0", "b1")):  # one awaiting at a time, as online's
+        d.first_token(rid, 0.2 + i)
+        result = d.poll(0.2 + i)
+        sent += ids(result.released)
+        assert all(result.sent_as[r] == "online" for r in ids(result.released))
+    assert sent == ["b0", "b1"] and d.in_flight == 3  # batch at its cap: the last slot online's
+
+
 def test_awaiting_first_token_caps_releases_until_a_first_token() -> None:
     # FIFO throughout (the queue is older than the default lifo_after_ms by the end).
     d = Dispatcher(make_config(admission={"max_awaiting_first_token": 2, "lifo_after_ms": None}))
