@@ -379,7 +379,7 @@ class Dispatcher(Rooms):
                 self._shares.count(tier.name, entry.tokens)
                 self._awaiting += 1
                 counted.awaiting += 1
-                counted.sent_as_own += counted is tier
+                tier.sent_as_own += counted is tier
                 taken += 1
                 tokens += entry.tokens
                 prompt_sum += req.prompt_tokens

@@ -45,7 +45,7 @@ class Rooms:
 
     def _slot_room(self, tier: TierQueue) -> int:
         """Slots `tier` may take under `max_in_flight` and the standing reserve
-        (`_standing_now`), at most 0 when none. The less urgent tiers leave the reserve's last
+        (`_standing_now`); 0 or less: none. The less urgent tiers leave the reserve's last
         slots to the most urgent; with `reserve_caps_lower_tiers` every other request in
         flight counts against a cap of `max_in_flight` - the reserve instead, so that the most
         urgent tier's own requests take from the reserve first and leave no slot idle. Only a

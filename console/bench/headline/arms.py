@@ -50,7 +50,7 @@ class Arm:
     # a launch profile) and its last `reserve_sequences` are `reserved_slots`.
     reserve_sequences: int = 0
     reserve_follows_arrivals: bool = False  # that reserve stands one slot per recent arrival
-    reserve_caps_lower_tiers: bool = False  # it caps the less urgent tiers' own sequences
+    reserve_caps_lower_tiers: bool = False  # it caps every request but online's own instead
 
     @property
     def via_gateway(self) -> bool:
@@ -129,10 +129,10 @@ def standard_arms() -> list[Arm]:
             "gateway (seed 000 tiers, max_in_flight = the engine's max_num_seqs, "
             "reserved_slots 6 following online's arrivals), engine priority", "priority",
             SEED_TIER_CONFIG, reserve_sequences=6, reserve_follows_arrivals=True),
-        # (q) whose reserve caps batch's and offline's own sequences at 16 - 6 instead of
-        # keeping the last 6 of all 16 from them: online's requests take from the reserve, so
-        # the engine still runs 16 while online holds 6 or fewer. (m) and (q) left the engine
-        # at about 10 of 16 in the window and lost 4-13% of the work done there.
+        # (q) whose reserve caps batch's and offline's sequences at 16 - 6 instead of keeping
+        # the last 6 of all 16 from them: online's requests take from the reserve, so the
+        # engine runs 10 plus online's, not 10 in all. (m) and (q) left the engine at about
+        # 10 of 16 in the window and lost 4-13% of the work done there.
         Arm("u", "gateway-reserve6cap-priority",
             "gateway (seed 000 tiers, max_in_flight = the engine's max_num_seqs, "
             "reserved_slots 6 following online's arrivals, capping the lower tiers), engine "
