@@ -102,8 +102,9 @@ class AdmissionConfig(_Strict):
     # the most urgent tier that arrived in the last 2 s (scheduler/rooms.py, `_standing_now`).
     reserve_follows_arrivals: StrictBool = False
     # False: the less urgent tiers may not take the last reserved slots of all in flight
-    # (DESIGN.md 3.2). True: they may hold at most max_in_flight - reserved slots between them,
-    # and the most urgent tier's own requests take from the reserve (rooms.py, `_slot_room`).
+    # (DESIGN.md 3.2). True: every request but the most urgent tier's own, sent as its own,
+    # counts against a cap of max_in_flight - reserved slots, and those take from the reserve
+    # (rooms.py, `_slot_room`).
     reserve_caps_lower_tiers: StrictBool = False
     pass_priority: StrictBool = True
     # The starvation bound: every less urgent tier with queued requests gets at least this

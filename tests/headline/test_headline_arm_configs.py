@@ -65,8 +65,8 @@ def test_reserve_arms_are_arm_d_with_some_of_the_engines_sequences_reserved(
 ) -> None:
     """(k), (n) and (m) cap the gateway at the engine's own `--max-num-seqs`, as the agent does
     from a launch profile, and keep the last 1, 3 or 6 of them for the most urgent tier; (q)
-    is (m) with that reserve following online's arrivals, (u) is (q) with it capping the
-    less urgent tiers' own sequences; nothing else differs from (d)."""
+    is (m) with that reserve following online's arrivals, (u) is (q) with it capping every
+    request but online's own instead; nothing else differs from (d)."""
     arms = {arm.key: arm for arm in standard_arms()}
     d, arm = arms["d"], arms[key]
     flags = engine_flags("priority", 1.0, 0, engine)
