@@ -47,19 +47,25 @@ class Rooms:
         """Slots `tier` may take under `max_in_flight` and the standing reserve
         (`_standing_now`); 0 or less: none. The less urgent tiers leave the reserve's last
         slots to the most urgent; with `reserve_caps_lower_tiers` every other request in
-        flight counts against a cap of `max_in_flight` - the reserve instead, so that the most
-        urgent tier's own requests take from the reserve first and leave no slot idle. Only a
-        request of the most urgent tier sent as its own is outside the cap: a stale one sent on
-        as the next tier's (the overload rules) leaves the reserve to new ones, as in the
-        recovery reserve, and a less urgent one promoted or owed to its priority, or of a tier
-        whose age bound sends it one tier up (`counted_tier`), is still less urgent work."""
+        flight counts against a cap of the engine's sequences - the reserve instead, so that
+        the most urgent tier's own requests take from the reserve first and leave no slot idle.
+        Only a request of the most urgent tier sent as its own is outside the cap: a stale one
+        sent on as the next tier's (the overload rules) leaves the reserve to new ones, as in
+        the recovery reserve, and a less urgent one promoted or owed to its priority, or of a
+        tier whose age bound sends it one tier up (`counted_tier`), is still less urgent work.
+        The engine's sequences are `max_in_flight` or, once a /metrics reading showed fewer
+        running while the engine queued, that many (scheduler/reserve.py): with
+        `max_in_flight` above the engine's limit the most urgent tier may wait in a priority
+        engine's own queue, first there, and take the next sequence that ends without the
+        gateway's hand-off."""
         free = self.max_in_flight - len(self._flight)
         if not tier.rank or not self._standing:
             return free
         if not self.reserve_caps_lower:
             return free - self._standing
+        sequences = self.recovery.sequences(self.max_in_flight)
         lower = len(self._flight) - self._order[0].sent_as_own
-        return min(free, self.max_in_flight - self._standing - lower)
+        return min(free, sequences - min(self._standing, sequences - 1) - lower)
 
     def _standing_now(self, now: float) -> int:
         """The standing reserve: `reserved_slots`; with `reserve_follows_arrivals`, at most one

@@ -55,29 +55,34 @@ def test_arm_letters_that_name_no_arm_are_refused() -> None:
 
 
 @pytest.mark.parametrize(
-    ("key", "reserved", "follows", "caps"), [("k", 1, False, False), ("n", 3, False, False),
-                                             ("m", 6, False, False), ("q", 6, True, False),
-                                             ("u", 6, True, True)]
+    ("key", "reserved", "follows", "caps", "pinned"), [("k", 1, False, False, True),
+                                                       ("n", 3, False, False, True),
+                                                       ("m", 6, False, False, True),
+                                                       ("q", 6, True, False, True),
+                                                       ("u", 6, True, True, True),
+                                                       ("v", 6, True, True, False)]
 )  # fmt: skip
 @pytest.mark.parametrize(("engine", "sequences"), [("sim", 32), ("vllm", 16)])
 def test_reserve_arms_are_arm_d_with_some_of_the_engines_sequences_reserved(
-    key: str, reserved: int, follows: bool, caps: bool, engine: str, sequences: int
+    key: str, reserved: int, follows: bool, caps: bool, pinned: bool, engine: str, sequences: int
 ) -> None:
     """(k), (n) and (m) cap the gateway at the engine's own `--max-num-seqs`, as the agent does
     from a launch profile, and keep the last 1, 3 or 6 of them for the most urgent tier; (q)
     is (m) with that reserve following online's arrivals, (u) is (q) with it capping every
-    request but online's own instead; nothing else differs from (d)."""
+    request but online's own instead, and (v) is (u) with the gateway's cap left at its
+    default, above the engine's; nothing else differs from (d)."""
     arms = {arm.key: arm for arm in standard_arms()}
     d, arm = arms["d"], arms[key]
     flags = engine_flags("priority", 1.0, 0, engine)
     config = arm.gateway_config(flags)
     assert config is not None and d.gateway_config(flags) == d.tier_config
     admission = parse_config(config).scheduler.admission
-    assert (admission.max_in_flight, admission.reserved_slots) == (sequences, reserved)
+    cap = sequences if pinned else None
+    assert (admission.max_in_flight, admission.reserved_slots) == (cap, reserved)
     assert admission.reserve_follows_arrivals is follows
     assert admission.reserve_caps_lower_tiers is caps
     assert config["scheduler"]["admission"] == {
-        "max_in_flight": sequences,
+        **({"max_in_flight": sequences} if pinned else {}),
         "reserved_slots": reserved,
         **({"reserve_follows_arrivals": True} if follows else {}),
         **({"reserve_caps_lower_tiers": True} if caps else {}),

@@ -243,13 +243,14 @@ class Model:
         cap = admission.max_in_flight - (0 if tier == most_urgent else self.standing)
         if tier != most_urgent and admission.reserve_caps_lower_tiers:
             # Every request but the most urgent tier's own sent as its own counts against a cap
-            # of max_in_flight - the reserve.
+            # of the engine's sequences (as learned, at most max_in_flight) - the reserve.
             lower = sum(
                 1
                 for rid in self.flight
                 if most_urgent != self.home[rid] or most_urgent != self.flight_tier[rid]
             )
-            if lower >= admission.max_in_flight - self.standing:
+            sequences = self.sequences()
+            if lower >= sequences - min(self.standing, sequences - 1):
                 return False
             cap = admission.max_in_flight
         limit = self.urgent_limit if tier == most_urgent else self.limit

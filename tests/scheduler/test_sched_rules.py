@@ -231,6 +231,26 @@ def test_a_capped_reserve_counts_a_less_urgent_request_sent_at_online_priority()
     assert sent == ["b0", "b1"] and d.in_flight == 3  # batch at its cap: the last slot online's
 
 
+def test_a_capped_reserve_counts_against_the_engines_sequences_online_may_queue_there() -> None:
+    """With `max_in_flight` above the engine's sequence limit (as /metrics showed it: 4
+    running while the engine queued), the capped reserve counts against the engine's 4, not
+    the gateway's 8: batch holds 4 - 2, and online may go on past the engine's 4 to wait in
+    its priority queue, first there, for the next sequence that ends."""
+    admission = {"max_in_flight": 8, "reserved_slots": 2, "max_awaiting_first_token": 100}
+    admission.update(min_share=0, reserve_caps_lower_tiers=True)
+    d = Dispatcher(make_config(admission=admission))
+    d.engine_waiting(1, 0.0, running=4)  # the engine's limit: 4 sequences
+    for i in range(6):
+        d.arrive(req(f"b{i}", "batch"), 0.0)
+    assert ids(d.poll(0.1).released) == ["b0", "b1"]  # 4 - the reserve of 2
+    for i in range(5):
+        d.arrive(req(f"o{i}"), 0.2)
+    assert ids(d.poll(0.2).released) == ["o0", "o1", "o2", "o3", "o4"] and d.in_flight == 7
+    d.complete("b0", 0.3)
+    assert ids(d.poll(0.3).released) == ["b2"]  # batch back to its 2, no more
+    assert d.poll(0.4).released == [] and d.in_flight == 7
+
+
 def test_awaiting_first_token_caps_releases_until_a_first_token() -> None:
     # FIFO throughout (the queue is older than the default lifo_after_ms by the end).
     d = Dispatcher(make_config(admission={"max_awaiting_first_token": 2, "lifo_after_ms": None}))

@@ -51,6 +51,10 @@ class Arm:
     reserve_sequences: int = 0
     reserve_follows_arrivals: bool = False  # that reserve stands one slot per recent arrival
     reserve_caps_lower_tiers: bool = False  # it caps every request but online's own instead
+    # max_in_flight left at the gateway's default, above the engine's: online may wait in the
+    # engine's priority queue, and the capped reserve counts against the sequences the gateway
+    # learns from /metrics (scheduler/rooms.py, `_slot_room`).
+    urgent_waits_in_engine: bool = False
 
     @property
     def via_gateway(self) -> bool:
@@ -63,12 +67,9 @@ class Arm:
         extra = {"reserve_follows_arrivals": True} if self.reserve_follows_arrivals else {}
         if self.reserve_caps_lower_tiers:
             extra["reserve_caps_lower_tiers"] = True
-        return with_admission(
-            self.tier_config,
-            max_in_flight=engine_sequences(flags),
-            reserved_slots=self.reserve_sequences,
-            **extra,
-        )
+        if not self.urgent_waits_in_engine:
+            extra["max_in_flight"] = engine_sequences(flags)
+        return with_admission(self.tier_config, reserved_slots=self.reserve_sequences, **extra)
 
 
 def standard_arms() -> list[Arm]:
@@ -138,6 +139,17 @@ def standard_arms() -> list[Arm]:
             "reserved_slots 6 following online's arrivals, capping the lower tiers), engine "
             "priority", "priority", SEED_TIER_CONFIG, reserve_sequences=6,
             reserve_follows_arrivals=True, reserve_caps_lower_tiers=True),
+        # (u) without max_in_flight pinned to the engine's 16: (u)'s online tail waited in the
+        # gateway for a lower-tier stream to end, then for the hand-off (the end seen, the
+        # request sent, the engine's next step). Here online waits in vLLM's own queue, first
+        # there, and the cap on batch and offline counts against the 16 the gateway reads from
+        # vLLM's /metrics.
+        Arm("v", "gateway-reserve6cap-engineq-priority",
+            "gateway (seed 000 tiers, reserved_slots 6 following online's arrivals, capping "
+            "the lower tiers at the engine's sequences less the reserve; online may queue in "
+            "the engine), engine priority", "priority", SEED_TIER_CONFIG, reserve_sequences=6,
+            reserve_follows_arrivals=True, reserve_caps_lower_tiers=True,
+            urgent_waits_in_engine=True),
         # A change to the gateway judged against another revision in the same paired rounds:
         # (d) with the gateway's packages as at --gateway-rev (procs.gateway_source).
         Arm("r", "gateway-rev-priority",
