@@ -103,8 +103,8 @@ class AdmissionConfig(_Strict):
     reserve_follows_arrivals: StrictBool = False
     # False: the less urgent tiers may not take the last reserved slots of all in flight
     # (DESIGN.md 3.2). True: every request but the most urgent tier's own, sent as its own,
-    # counts against a cap of max_in_flight - reserved slots, and those take from the reserve
-    # (rooms.py, `_slot_room`).
+    # counts against a cap of the engine's sequences (learned from /metrics, at most
+    # max_in_flight) - reserved slots, and those take from the reserve (rooms.py, `_slot_room`).
     reserve_caps_lower_tiers: StrictBool = False
     pass_priority: StrictBool = True
     # The starvation bound: every less urgent tier with queued requests gets at least this

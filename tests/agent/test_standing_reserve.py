@@ -92,3 +92,61 @@ async def test_the_standing_reserve_holds_or_follows_online_arrivals(
             for task in batch:
                 task.cancel()
             await asyncio.gather(*batch, return_exceptions=True)
+
+
+def tier_counts(agent: Any) -> dict[str, tuple[int, int]]:
+    """(in flight, queued) per tier as the agent reports them."""
+    return {name: (t["in_flight"], t["depth"]) for name, t in agent.status()["tiers"].items()}
+
+
+async def counts_settle(agent: Any, expected: dict[str, tuple[int, int]], within: float) -> None:
+    deadline = time.monotonic() + within
+    seen = await asyncio.to_thread(tier_counts, agent)
+    while any(seen[t] != c for t, c in expected.items()) and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
+        seen = await asyncio.to_thread(tier_counts, agent)
+    assert all(seen[t] == c for t, c in expected.items()), seen
+
+
+async def test_a_capped_reserve_counts_the_engines_sequences_and_online_queues_there(
+    tmp_path: Path,
+) -> None:
+    """`reserve_caps_lower_tiers` with `max_in_flight` 8 above the engine's 4: once the agent
+    has read the engine's limit from its /metrics, batch holds 4 - 2 sequences, and online
+    goes on past the engine's 4 to wait in its priority queue rather than in the gateway."""
+    doc = config(False)
+    doc["scheduler"]["admission"].update(
+        max_in_flight=8, reserve_caps_lower_tiers=True, min_share=0
+    )
+    with (
+        run_sim_process(MODEL, SIM, preset=None) as sim,
+        start_agent(standalone_args(tmp_path, sim, doc), tmp_path / "a.log") as agent,
+    ):
+        async with httpx.AsyncClient(timeout=120) as client:
+            await asyncio.sleep(1.2)  # the agent learns the model list on its first tick
+            assert agent.status()["engine_sequences"] is None
+            # Until the engine's limit is known the cap is 8 - 2: 6 batch streams go, 2 of
+            # them wait in the engine, and its /metrics show the limit.
+            learn = [asyncio.create_task(send(client, agent.url, "batch", LONG)) for _ in range(6)]
+            await counts_settle(agent, {"batch": (6, 0)}, within=3.0)
+            deadline = time.monotonic() + 5.0
+            while agent.status()["engine_sequences"] != 4 and time.monotonic() < deadline:
+                await asyncio.sleep(0.1)
+            assert agent.status()["engine_sequences"] == 4
+            for task in learn:
+                task.cancel()
+            await asyncio.gather(*learn, return_exceptions=True)
+            await counts_settle(agent, {"batch": (0, 0)}, within=3.0)
+            # Now the cap is 4 - 2: two batch streams run, two wait in the gateway.
+            batch = [asyncio.create_task(send(client, agent.url, "batch", LONG)) for _ in range(4)]
+            await counts_settle(agent, {"batch": (2, 2)}, within=2.0)
+            # Five online streams: all go to the engine (2 run, 3 wait there, first in its
+            # queue); none waits in the gateway, and batch stays at its cap.
+            online = [
+                asyncio.create_task(send(client, agent.url, "online", LONG)) for _ in range(5)
+            ]
+            await counts_settle(agent, {"online": (5, 0), "batch": (2, 2)}, within=2.0)
+            assert not any(task.done() for task in batch + online), "a stream ended too soon"
+            for task in batch + online:
+                task.cancel()
+            await asyncio.gather(*batch, *online, return_exceptions=True)
