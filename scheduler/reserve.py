@@ -27,7 +27,8 @@ for a bounded time after each overload.
 
 `sequences`: the smallest of `max_in_flight` and the most running requests the engine reported
 while its own queue was not empty (vLLM's `num_requests_running` and `num_requests_waiting`,
-scraped from /metrics); until such a reading, `max_in_flight`.
+scraped from /metrics); until such a reading, `max_in_flight`. The capped standing reserve
+counts against the same figure (scheduler/rooms.py, `_slot_room`).
 
 Pure and deterministic: every input carries `now`.
 """

@@ -143,7 +143,8 @@ def standard_arms() -> list[Arm]:
         # gateway for a lower-tier stream to end, then for the hand-off (the end seen, the
         # request sent, the engine's next step). Here online waits in vLLM's own queue, first
         # there, and the cap on batch and offline counts against the 16 the gateway reads from
-        # vLLM's /metrics.
+        # vLLM's /metrics. Measured: at (b)'s P99 on shared cores, where (u) was worse, and
+        # below (b)'s throughput (docs/performance.md, "Where online waits").
         Arm("v", "gateway-reserve6cap-engineq-priority",
             "gateway (seed 000 tiers, reserved_slots 6 following online's arrivals, capping "
             "the lower tiers at the engine's sequences less the reserve; online may queue in "
