@@ -241,9 +241,10 @@ class Model:
         assert admission.max_in_flight is not None
         most_urgent = self.config.tiers_by_urgency()[0]
         cap = admission.max_in_flight - (0 if tier == most_urgent else self.standing)
-        if tier != most_urgent and admission.reserve_caps_lower_tiers:
+        if tier != most_urgent and admission.reserve_caps_lower_tiers and self.standing:
             # Every request but the most urgent tier's own sent as its own counts against a cap
-            # of the engine's sequences (as learned, at most max_in_flight) - the reserve.
+            # of the engine's sequences (as learned, at most max_in_flight) - the reserve; with
+            # no reserve standing there is no cap.
             lower = sum(
                 1
                 for rid in self.flight
