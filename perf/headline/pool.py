@@ -10,7 +10,14 @@ time) and the runs' rates and machines cancel within each pair.
 A round set (JSON) is what pooling needs of one run, per round: the arm's online TTFT P99
 ratio to the reference's, its throughput ratio where known, and whether the round was steady
 (no arm's client fell behind its schedule by more than `MAX_CLIENT_STALL_S`; null where that
-was not recorded). Two sources, both accepted on the command line:
+was not recorded). Sets exported since 5 December also keep, per round, the ratio of requests
+finished inside the measured window (`done_ratio`: the engine's delivery rate, without the
+drain after the window that requests per second counts), the ratio of output tokens streamed
+inside it (`tokens_ratio`: the same without favouring an arm that finishes short requests in
+the window and leaves long ones for the drain), and how many requests the
+reference's engine held waiting on average (`reference_waiting`, from its /metrics: whether
+the round was past the engine's knee, where the target is about). Two sources, both accepted
+on the command line:
 - a rounds record written by `perf.headline --rounds N --json FILE` (its `records`), or
 - a round set, such as those in docs/rounds/: written by `--export` from a rounds record, or
   transcribed from docs/performance.md's tables for runs whose records were not kept (their
@@ -20,7 +27,11 @@ The pooled judgement: the geometric mean of every round's ratio with a paired t 
 the logs (rounds.py `ratio_interval`), the issue's verdict (resolved only when the interval
 excludes x1), and beside it a non-inferiority reading (the interval's upper end at most
 `--margin`), with the rounds a difference of the pooled size would need before the interval
-excluded x1. Pure functions; `main` is the shell.
+excluded x1. Throughput gets the same paired interval, by requests per second, by requests
+done in the window and by output tokens streamed in it. `--saturated W` keeps only the
+rounds whose reference queued at least W requests on average. Pure functions, but for
+`tokens_ratio_from_folder` (which `from_record` calls for records that lack the token figure);
+`main` is the shell.
 """
 
 from __future__ import annotations
@@ -37,6 +48,8 @@ import numpy as np
 from scipy import stats
 
 from console.bench.comparison import CONFIDENCE
+from console.bench.headline.arms import tokens_in_window
+from loadgen import RunResult
 from perf.headline.rounds import judge, paired_verdict, ratio_interval, steady_rounds
 
 KIND = "headline round set"
@@ -59,8 +72,16 @@ def from_record(
         raise SetError(f"{name}: arms {arms} lack --arm {arm} or --reference {reference}")
     per_round = judge(records, reference)[arm]["per_round"]
     steady_at = set(steady_rounds(records))  # rounds.py's rule: no client over the bound
+    docs = record.get("docs")
+    docs = docs if isinstance(docs, list) and len(docs) == len(records) else [None] * len(records)
+    folders = record.get("round_workdirs")
+    if not (isinstance(folders, list) and len(folders) == len(records)):
+        folders = [None] * len(records)
     rounds = []
-    for i, (result, arms) in enumerate(zip(per_round, records, strict=True)):
+    for i, (result, arms, doc) in enumerate(zip(per_round, records, docs, strict=True)):
+        window = window_figures(doc, arm, reference)
+        if window["tokens_ratio"] is None and doc and folders[i]:
+            window["tokens_ratio"] = tokens_ratio_from_folder(Path(folders[i]), arm, reference, doc)
         stalls = [a.get("client_stall_s") for a in arms.values()]
         stall = max((s for s in stalls if s is not None), default=None)
         # The rule reads a missing lag as none; here it is "not recorded" unless one arm stalled.
@@ -71,10 +92,65 @@ def from_record(
                 "throughput_ratio": result["throughput_ratio"],
                 "client_stall_s": stall,
                 "steady": steady,
+                **window,
             }
         )
     return {"kind": KIND, "name": name, "arm": arm, "reference": reference, **meta,
             "rounds": rounds}  # fmt: skip
+
+
+def window_figures(doc: Any, arm: str, reference: str) -> dict[str, float | None]:
+    """From one round's experiment document (the record's `docs`): the arm's requests done in
+    the window over the reference's, and the reference engine's mean waiting count (pure;
+    None for what the document does not hold)."""
+    arms = {a.get("key"): a for a in (doc or {}).get("arms") or [] if isinstance(a, dict)}
+
+    def done(key: str) -> float | None:
+        value = (((arms.get(key) or {}).get("tiers") or {}).get("overall") or {}).get(
+            "done_in_window_rps"
+        )
+        return value if _positive(value) else None
+
+    def tokens(key: str) -> float | None:
+        value = (((arms.get(key) or {}).get("tiers") or {}).get("overall") or {}).get(
+            "tokens_in_window_tps"
+        )
+        return value if _positive(value) else None
+
+    mine, ref = done(arm), done(reference)
+    mine_tokens, ref_tokens = tokens(arm), tokens(reference)
+    waiting = (((arms.get(reference) or {}).get("engine") or {}).get("engine_waiting") or {}).get(
+        "mean"
+    )
+    return {
+        "done_ratio": mine / ref if mine and ref else None,
+        "tokens_ratio": mine_tokens / ref_tokens if mine_tokens and ref_tokens else None,
+        "reference_waiting": waiting if _number(waiting) and waiting >= 0 else None,
+    }
+
+
+def tokens_ratio_from_folder(
+    folder: Path, arm: str, reference: str, doc: dict[str, Any]
+) -> float | None:
+    """For runs recorded before arms kept `tokens_in_window_tps`: the ratio from the round's
+    folder (`arm-X.json`, every request), when it is still there (None when it is not)."""
+    duration = ((doc.get("workload") or {}).get("duration_s")) or None
+    paths = [folder / f"arm-{k}.json" for k in (arm, reference)]
+    if not duration or not all(p.is_file() for p in paths):
+        return None
+    rates = []
+    for path in paths:
+        run = RunResult.from_json_dict(json.loads(path.read_text(encoding="utf-8")))
+        rates.append(tokens_in_window(run.samples, run.window[0], float(duration)))
+    return rates[0] / rates[1] if rates[0] > 0 and rates[1] > 0 else None
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _positive(value: Any) -> bool:
+    return _number(value) and value > 0
 
 
 def as_set(doc: Any, arm: str, reference: str, name: str) -> dict[str, Any]:
@@ -100,7 +176,22 @@ def as_set(doc: Any, arm: str, reference: str, name: str) -> dict[str, Any]:
             raise SetError(f"{name}: rounds[{i}].p99_ratio: a positive number or null")
         if r.get("steady") not in (True, False, None):
             raise SetError(f"{name}: rounds[{i}].steady: true, false or null")
+        for key, check, what in (
+            ("throughput_ratio", _positive, "a positive number or null"),
+            ("done_ratio", _positive, "a positive number or null"),
+            ("tokens_ratio", _positive, "a positive number or null"),
+            ("reference_waiting", lambda v: _number(v) and v >= 0, "a number >= 0 or null"),
+        ):
+            if r.get(key) is not None and not check(r[key]):
+                raise SetError(f"{name}: rounds[{i}].{key}: {what}")
     return {**doc, "name": doc.get("name") or name}
+
+
+def _kept(round_: dict[str, Any], steady_only: bool, saturated: float | None) -> bool:
+    if steady_only and round_.get("steady") is False:
+        return False
+    waiting = round_.get("reference_waiting")
+    return saturated is None or (waiting is not None and waiting >= saturated)
 
 
 def pool(
@@ -108,15 +199,23 @@ def pool(
     steady_only: bool = False,
     margin: float = DEFAULT_MARGIN,
     confidence: float = CONFIDENCE,
+    saturated: float | None = None,
 ) -> dict[str, Any]:
     """Every round of `sets` as one paired sample (pure). With `steady_only`, rounds known to
-    be unsteady (`steady` false) are left out; rounds whose steadiness was not recorded stay."""
-    kept = [r for s in sets for r in s["rounds"] if not (steady_only and r.get("steady") is False)]
+    be unsteady (`steady` false) are left out; rounds whose steadiness was not recorded stay.
+    With `saturated`, only the rounds whose reference engine queued at least that many
+    requests on average stay (rounds without the reading are left out)."""
+    kept = [r for s in sets for r in s["rounds"] if _kept(r, steady_only, saturated)]
     ratios = [r["p99_ratio"] for r in kept if r.get("p99_ratio")]
     centre, interval = ratio_interval(ratios, confidence)
     logs = np.log(ratios) if ratios else np.array([])
     sd = float(logs.std(ddof=1)) if logs.size > 1 else None
     throughputs = [r["throughput_ratio"] for r in kept if r.get("throughput_ratio")]
+    throughput, throughput_interval = ratio_interval(throughputs, confidence)
+    dones = [r["done_ratio"] for r in kept if r.get("done_ratio")]
+    done, done_interval = ratio_interval(dones, confidence)
+    tokens = [r["tokens_ratio"] for r in kept if r.get("tokens_ratio")]
+    token, token_interval = ratio_interval(tokens, confidence)
     verdict = "too few rounds" if interval is None else paired_verdict(interval)
     return {
         "sets": [s["name"] for s in sets],
@@ -129,8 +228,16 @@ def pool(
         "margin": margin,
         "non_inferior": interval is not None and interval[1] <= margin,
         "rounds_to_resolve": rounds_to_resolve(centre, sd, confidence),
-        "throughput_ratio": (float(np.exp(np.mean(np.log(throughputs)))) if throughputs else None),
+        "throughput_ratio": throughput,
+        "throughput_ratio_interval": throughput_interval,
         "throughput_rounds": len(throughputs),
+        "done_ratio": done,
+        "done_ratio_interval": done_interval,
+        "done_rounds": len(dones),
+        "tokens_ratio": token,
+        "tokens_ratio_interval": token_interval,
+        "tokens_rounds": len(tokens),
+        "saturated": saturated,
     }
 
 
@@ -154,23 +261,39 @@ def _x(value: float | None) -> str:
     return "-" if value is None else f"x{value:.3f}"
 
 
+def _span(interval: Sequence[float] | None) -> str:
+    return "-" if interval is None else f"{_x(interval[0])} to {_x(interval[1])}"
+
+
 def render(pooled: dict[str, Any], arm: str, reference: str) -> str:
-    interval = pooled["p99_ratio_interval"]
-    span = "-" if interval is None else f"{_x(interval[0])} to {_x(interval[1])}"
+    span = _span(pooled["p99_ratio_interval"])
+    regime = (
+        ""
+        if pooled["saturated"] is None
+        else f" whose ({reference}) engine queued at least {pooled['saturated']:g} on average"
+    )
+    why = "unsteady" if pooled["saturated"] is None else "unsteady or unsaturated"
     sd = "-" if pooled["log_sd"] is None else f"{pooled['log_sd']:.3f}"
     need = pooled["rounds_to_resolve"]
     lines = [
         f"## ({arm}) against ({reference}) over {pooled['rounds']} paired rounds of "
-        f"{', '.join(pooled['sets'])}"
-        + (f" ({pooled['left_out']} unsteady rounds left out)" if pooled["left_out"] else ""),
+        f"{', '.join(pooled['sets'])}{regime}"
+        + (f" ({pooled['left_out']} {why} rounds left out)" if pooled["left_out"] else ""),
         f"online TTFT P99: {_x(pooled['p99_ratio'])} (paired 95% interval {span}; log sd {sd}):"
         f" {pooled['p99_verdict']}",
         f"non-inferior within {_x(pooled['margin'])} (upper end at most the margin): "
         + ("yes" if pooled["non_inferior"] else "no"),
         "rounds a ratio this far from x1 would need to be resolved at this spread: "
         + ("-" if need is None else str(need)),
-        f"throughput: {_x(pooled['throughput_ratio'])} (geometric mean over the "
-        f"{pooled['throughput_rounds']} rounds that recorded it)",
+        f"throughput: {_x(pooled['throughput_ratio'])} (paired 95% interval "
+        f"{_span(pooled['throughput_ratio_interval'])}; over the {pooled['throughput_rounds']} "
+        "rounds that recorded it)",
+        f"requests done in the window: {_x(pooled['done_ratio'])} (paired 95% interval "
+        f"{_span(pooled['done_ratio_interval'])}; over the {pooled['done_rounds']} rounds that "
+        "recorded it)",
+        f"output tokens streamed in the window: {_x(pooled['tokens_ratio'])} (paired 95% "
+        f"interval {_span(pooled['tokens_ratio_interval'])}; over the {pooled['tokens_rounds']} "
+        "rounds that recorded it)",
     ]
     return "\n".join(lines)
 
@@ -193,6 +316,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--steady",
         action="store_true",
         help="leave out the rounds known to have had a stalled client",
+    )
+    p.add_argument(
+        "--saturated",
+        type=float,
+        metavar="W",
+        help="keep only the rounds whose reference engine queued at least W requests on "
+        "average (from its /metrics; rounds without the reading are left out)",
     )
     p.add_argument(
         "--margin",
@@ -222,6 +352,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.margin <= 1.0:
         parser.error(f"--margin {args.margin}: must be above 1")
+    if args.saturated is not None and not (math.isfinite(args.saturated) and args.saturated >= 0):
+        parser.error(f"--saturated {args.saturated}: a number of requests, at least 0")
     if args.export is not None and len(args.sets) != 1:
         parser.error("--export: give exactly one rounds record")
     if any(not m.partition("=")[0] or "=" not in m for m in args.meta):
@@ -253,7 +385,8 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--export {args.export}: exists; nothing was written")
         except OSError as exc:
             parser.error(f"--export {args.export}: {exc.strerror}; nothing was written")
-    print(render(pool(sets, args.steady, args.margin), args.arm, args.reference))
+    pooled = pool(sets, args.steady, args.margin, saturated=args.saturated)
+    print(render(pooled, args.arm, args.reference))
     return 0
 
 

@@ -89,6 +89,8 @@ def ratio_interval(
     centre = float(np.exp(logs.mean()))
     if logs.size < 2:
         return centre, None
+    if np.ptp(logs) == 0:  # every round the same ratio: no spread to put an interval on
+        return centre, (centre, centre)
     span = stats.ttest_1samp(logs, 0.0).confidence_interval(confidence)
     return centre, (float(np.exp(span.low)), float(np.exp(span.high)))
 

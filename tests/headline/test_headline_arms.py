@@ -41,6 +41,9 @@ def test_the_fcfs_and_gateway_arms_complete_every_request(tmp_path: Path) -> Non
             row = outcome.tier_row(tier)
             assert row["completed"] > 0 and row["ttft_p99_ms"] is not None, (tier, row)
         assert outcome.to_json()["tiers"].keys() == {*TIERS, "overall"}
+        # Tokens streamed in the window: some, and no more than every request's output.
+        streamed = overall["tokens_in_window_tps"] * outcome.duration_s
+        assert 0 < streamed <= sum(s.output_tokens or 0 for s in samples)
     assert not fcfs.arm.via_gateway and gateway.arm.via_gateway
     # The gateway reorders, it does not shed: no queue limits in seed 000.
     assert gateway.tier_row("overall")["rejected"] == 0

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from loadgen import RequestSample, RunResult
 from perf.headline.pool import SetError, as_set, from_record, main, pool, rounds_to_resolve
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -90,11 +91,102 @@ def test_a_set_from_a_record_keeps_ratios_and_steadiness() -> None:
           "rounds": [{"p99_ratio": -1}]}, r"rounds\[1\].p99_ratio"),
         ({"kind": "headline round set", "arm": "d", "reference": "b",
           "rounds": [{"p99_ratio": 1.0, "steady": "yes"}]}, r"rounds\[1\].steady"),
+        ({"kind": "headline round set", "arm": "d", "reference": "b",
+          "rounds": [{"p99_ratio": 1.0, "done_ratio": 0}]}, r"rounds\[1\].done_ratio"),
+        ({"kind": "headline round set", "arm": "d", "reference": "b",
+          "rounds": [{"p99_ratio": 1.0, "reference_waiting": -2}]},
+         r"rounds\[1\].reference_waiting"),
+        ({"kind": "headline round set", "arm": "d", "reference": "b",
+          "rounds": [{"p99_ratio": 1.0, "throughput_ratio": "fast"}]},
+         r"rounds\[1\].throughput_ratio"),
     ],
 )  # fmt: skip
 def test_a_bad_set_is_refused_by_field(doc: dict[str, Any], field: str) -> None:
     with pytest.raises(SetError, match=field):
         as_set(doc, "d", "b", "bad")
+
+
+def _docs(done: list[tuple[float, float]], waiting: list[float | None]) -> list[dict[str, Any]]:
+    """Each round's experiment document, as perf.headline keeps it in the record's `docs`:
+    (b)'s and (d)'s requests done in the window, and (b)'s engine's mean waiting count."""
+    return [
+        {"arms": [
+            {"key": "b", "tiers": {"overall": {"done_in_window_rps": b,
+                                                "tokens_in_window_tps": 100 * b}},
+             "engine": {"engine_waiting": {"mean": w, "max": None}}},
+            {"key": "d", "tiers": {"overall": {"done_in_window_rps": d,
+                                                "tokens_in_window_tps": 90 * d}},
+             "engine": {"engine_waiting": {"mean": 0.5, "max": 2}}},
+        ]}
+        for (b, d), w in zip(done, waiting, strict=True)
+    ]  # fmt: skip
+
+
+def test_a_set_keeps_the_window_and_the_regime_and_pools_by_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    record = _record([0.5, 0.6, 1.4, 1.3], [0.01] * 4)
+    record["docs"] = _docs([(10, 9.7), (10, 9.9), (8, 8.0), (8, 7.6)], [6.0, 3.5, 0.2, None])
+    s = from_record(record, "d", "b", "R")
+    assert [r["done_ratio"] for r in s["rounds"]] == pytest.approx([0.97, 0.99, 1.0, 0.95])
+    assert [r["reference_waiting"] for r in s["rounds"]] == [6.0, 3.5, 0.2, None]
+    every = pool([s])
+    assert every["rounds"] == 4 and every["done_rounds"] == 4
+    assert every["done_ratio"] == pytest.approx((0.97 * 0.99 * 1.0 * 0.95) ** 0.25)
+    low, high = every["done_ratio_interval"]
+    assert low < every["done_ratio"] < high
+    assert [r["tokens_ratio"] for r in s["rounds"]] == pytest.approx(
+        [0.9 * r["done_ratio"] for r in s["rounds"]]
+    )
+    assert every["tokens_ratio"] == pytest.approx(0.9 * every["done_ratio"])
+    assert every["throughput_ratio"] == pytest.approx(0.98)  # each round 9.8 / 10
+    assert every["throughput_ratio_interval"] == pytest.approx((0.98, 0.98))
+    # Past the knee only: the two rounds whose (b) queued at least 1; the unread one goes too.
+    busy = pool([s], saturated=1.0)
+    assert busy["rounds"] == 2 and busy["left_out"] == 2
+    assert busy["p99_ratio"] == pytest.approx((0.5 * 0.6) ** 0.5, rel=1e-3)
+    assert busy["done_ratio"] == pytest.approx((0.97 * 0.99) ** 0.5)
+    path = tmp_path / "R.json"
+    path.write_text(json.dumps(record))
+    assert main([str(path), "--saturated", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "whose (b) engine queued at least 1 on average (2 unsteady or unsaturated" in out
+    assert "requests done in the window: x0.980 (paired 95% interval" in out
+    assert "output tokens streamed in the window: x0.882 (paired 95% interval" in out
+    # A record without documents (older runs) still exports, without the window's figures.
+    assert from_record(_record([1.0], [0.0]), "d", "b", "O")["rounds"][0]["done_ratio"] is None
+
+
+def _run(window_start: float, samples: list[RequestSample]) -> dict[str, Any]:
+    return RunResult(spec={}, started_at=window_start, finished_at=window_start + 40,
+                     window=(window_start, window_start + 40), samples=samples, summary={},
+                     timeseries=[], validity={}).to_json_dict()  # fmt: skip
+
+
+def test_a_record_from_before_the_token_figure_takes_it_from_the_rounds_folder(
+    tmp_path: Path,
+) -> None:
+    """Arms recorded before `tokens_in_window_tps` existed: the ratio comes from each round's
+    `arm-X.json`, when the folder is still there, and is absent when it is not."""
+
+    def sample(send: float, tokens: int) -> RequestSample:
+        return RequestSample(index=0, send_time=send, ttft=0.5, e2e=2.5, output_tokens=tokens,
+                             status=200)  # fmt: skip
+
+    folder = tmp_path / "round-1"
+    folder.mkdir()
+    (folder / "arm-b.json").write_text(json.dumps(_run(0, [sample(1, 41), sample(3, 41)])))
+    (folder / "arm-d.json").write_text(json.dumps(_run(0, [sample(1, 41), sample(3, 21)])))
+    record = _record([0.8, 1.1], [0.01, 0.01])
+    record["docs"] = _docs([(1, 1), (1, 1)], [2.0, 2.0])
+    for doc in record["docs"]:
+        doc["workload"] = {"duration_s": 10.0}
+        for arm in doc["arms"]:
+            del arm["tiers"]["overall"]["tokens_in_window_tps"]
+    record["round_workdirs"] = [str(folder), str(tmp_path / "gone")]
+    rounds = from_record(record, "d", "b", "F")["rounds"]
+    assert rounds[0]["tokens_ratio"] == pytest.approx(62 / 82)
+    assert rounds[1]["tokens_ratio"] is None
 
 
 def test_drawn_a_a_rounds_are_no_change_and_non_inferior() -> None:
@@ -142,6 +234,7 @@ def test_export_writes_a_set_once(tmp_path: Path, capsys: pytest.CaptureFixture[
         (["docs/rounds/Q.json", "--margin", "0.9"], "--margin 0.9"),
         (["docs/rounds/Q.json", "docs/rounds/R.json", "--export", "x.json"], "exactly one"),
         (["docs/rounds/Q.json", "--meta", "layout"], "--meta: KEY=VALUE"),
+        (["docs/rounds/Q.json", "--saturated", "-1"], "--saturated -1"),
     ],
 )
 def test_bad_arguments_exit_2_naming_them(

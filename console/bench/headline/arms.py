@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,7 @@ from console.bench.headline.workload import (
     with_admission,
     with_queue,
 )
-from loadgen import RunResult, run_workload
+from loadgen import RequestSample, RunResult, run_workload
 
 
 @dataclass(frozen=True)
@@ -194,6 +195,30 @@ class Setup:
         return "sim" if self.vllm is None else "vllm"
 
 
+def tokens_in_window(samples: Iterable[RequestSample], start: float, duration_s: float) -> float:
+    """Output tokens streamed per second in [start, start + duration_s], whatever the request
+    and whenever it was sent (pure). The client keeps no time per token, so a request's first
+    token counts at its first-token time and the rest are spread evenly until its end.
+
+    Requests done in the window count a short request as much as a long one, so an arm that
+    finishes online's short requests in the window and leaves offline's long ones for the
+    drain looks better by them than by the work its engine did; tokens do not."""
+    end = start + duration_s
+    total = 0.0
+    for s in samples:
+        n = s.output_tokens or 0
+        if not s.ok or n <= 0 or s.ttft is None or s.e2e is None:
+            continue
+        first, last = s.send_time + s.ttft, s.send_time + s.e2e
+        total += 1.0 if start <= first <= end else 0.0
+        if n > 1 and last > first:
+            overlap = min(end, last) - max(start, first)
+            total += (n - 1) * max(0.0, overlap) / (last - first)
+        elif n > 1 and start <= last <= end:
+            total += n - 1
+    return total / duration_s
+
+
 @dataclass
 class ArmOutcome:
     arm: Arm
@@ -218,6 +243,7 @@ class ArmOutcome:
         return {
             "requests": s.get("count", 0),
             "done_in_window_rps": self.done_in_window_rps(None if tier == "overall" else tier),
+            "tokens_in_window_tps": self.tokens_in_window_tps(None if tier == "overall" else tier),
             "completed": s.get("completed", 0),
             "errors": s.get("errors", 0),
             "rejected": rejected,
@@ -241,6 +267,14 @@ class ArmOutcome:
             if s.ok and start <= s.end_time <= end and (tier is None or s.tier == tier)
         )
         return done / self.duration_s
+
+    def tokens_in_window_tps(self, tier: str | None = None) -> float:
+        """Output tokens streamed per second inside the measured window (tokens_in_window)."""
+        return tokens_in_window(
+            (s for s in self.result.samples if tier is None or s.tier == tier),
+            self.result.window[0],
+            self.duration_s,
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {
