@@ -131,6 +131,14 @@ def standard_arms() -> list[Arm]:
             "gateway (seed 000 tiers, max_in_flight = the engine's max_num_seqs, "
             "reserved_slots 6 following online's arrivals), engine priority", "priority",
             SEED_TIER_CONFIG, reserve_sequences=6, reserve_follows_arrivals=True),
+        # (q) with half its reserve: on its own core (q) cut online TTFT P99 to x0.68 of (b)'s
+        # over 14 rounds, but the engine ran about 11 of its 16 sequences while online arrived
+        # and streamed x0.95 the output tokens in the window; (w) asks whether 3 keeps most
+        # of the gain for less (docs/performance.md, "The target read with its intervals").
+        Arm("w", "gateway-reserve3follow-priority",
+            "gateway (seed 000 tiers, max_in_flight = the engine's max_num_seqs, "
+            "reserved_slots 3 following online's arrivals), engine priority", "priority",
+            SEED_TIER_CONFIG, reserve_sequences=3, reserve_follows_arrivals=True),
         # (q) whose reserve caps batch's and offline's sequences at 16 - 6 instead of keeping
         # the last 6 of all 16 from them: online's requests take from the reserve, so the
         # engine runs 10 plus online's, not 10 in all. (m) and (q) left the engine at about
