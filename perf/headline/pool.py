@@ -100,31 +100,24 @@ def from_record(
 
 
 def window_figures(doc: Any, arm: str, reference: str) -> dict[str, float | None]:
-    """From one round's experiment document (the record's `docs`): the arm's requests done in
-    the window over the reference's, and the reference engine's mean waiting count (pure;
-    None for what the document does not hold)."""
+    """From one round's experiment document (the record's `docs`): the arm's requests done and
+    output tokens streamed in the window over the reference's, and the reference engine's mean
+    waiting count (pure; None for what the document does not hold)."""
     arms = {a.get("key"): a for a in (doc or {}).get("arms") or [] if isinstance(a, dict)}
 
-    def done(key: str) -> float | None:
-        value = (((arms.get(key) or {}).get("tiers") or {}).get("overall") or {}).get(
-            "done_in_window_rps"
+    def ratio(field: str) -> float | None:
+        mine, ref = (
+            (((arms.get(key) or {}).get("tiers") or {}).get("overall") or {}).get(field)
+            for key in (arm, reference)
         )
-        return value if _positive(value) else None
+        return mine / ref if _positive(mine) and _positive(ref) else None
 
-    def tokens(key: str) -> float | None:
-        value = (((arms.get(key) or {}).get("tiers") or {}).get("overall") or {}).get(
-            "tokens_in_window_tps"
-        )
-        return value if _positive(value) else None
-
-    mine, ref = done(arm), done(reference)
-    mine_tokens, ref_tokens = tokens(arm), tokens(reference)
     waiting = (((arms.get(reference) or {}).get("engine") or {}).get("engine_waiting") or {}).get(
         "mean"
     )
     return {
-        "done_ratio": mine / ref if mine and ref else None,
-        "tokens_ratio": mine_tokens / ref_tokens if mine_tokens and ref_tokens else None,
+        "done_ratio": ratio("done_in_window_rps"),
+        "tokens_ratio": ratio("tokens_in_window_tps"),
         "reference_waiting": waiting if _number(waiting) and waiting >= 0 else None,
     }
 
