@@ -72,6 +72,7 @@ def _arm(key: str, online_p99: float | None, rps: float) -> dict[str, object]:
         "requests": 10, "done_in_window_rps": rps, "completed": 10, "errors": 0, "rejected": 0,
         "ttft_p50_ms": 5.0, "ttft_p99_ms": online_p99, "e2e_p99_ms": 9.0,
         "request_throughput_rps": rps, "output_tokens_per_s": 100.0,
+        "tokens_in_window_tps": 95.0,
     }  # fmt: skip
     engine = {
         "kv_cache_usage": {"mean": 0.1, "max": 0.2}, "engine_running": {"mean": 3.0},
@@ -96,7 +97,10 @@ def test_verdict_applies_both_targets() -> None:
     assert result["d"]["meets_target"] is False
     assert abs(result["d"]["online_ttft_p99_vs_a"] - 400 / 900) < 1e-9
     table = arm_table(list(arms.values()))
-    assert "| (a) arm-a | online | 5 | 900 | 9 | 20.00 | 20.00 | 100 | 0 |" in table
+    assert "| (a) arm-a | online | 5 | 900 | 9 | 20.00 | 20.00 | 100 | 95 | 0 |" in table
+    del arms["a"]["tiers"]["online"]["tokens_in_window_tps"]  # a document from before it
+    older = arm_table([arms["a"]])
+    assert "| (a) arm-a | online | 5 | 900 | 9 | 20.00 | 20.00 | 100 | - | 0 |" in older
     assert table.count("\n| (") == 4 * 4 + 4  # 4 tier rows + 1 engine row per arm
 
 

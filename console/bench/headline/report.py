@@ -13,6 +13,7 @@ COLUMNS = (
     ("req/s", "request_throughput_rps", "{:.2f}"),
     ("done/s in window", "done_in_window_rps", "{:.2f}"),
     ("out tok/s", "output_tokens_per_s", "{:.0f}"),
+    ("out tok/s in window", "tokens_in_window_tps", "{:.0f}"),
     ("rejected", "rejected", "{:d}"),
 )
 
@@ -29,7 +30,7 @@ def arm_table(arms: list[dict[str, Any]]) -> str:
         for tier in (*TIERS, "overall"):
             row = arm["tiers"][tier]
             cells = [f"({arm['key']}) {arm['name']}", tier]
-            cells += [_cell(fmt, row[key]) for _, key, fmt in COLUMNS]
+            cells += [_cell(fmt, row.get(key)) for _, key, fmt in COLUMNS]  # older: no key
             lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
     head = ["arm", "KV use mean / max", "engine running mean", "engine waiting mean / max",
