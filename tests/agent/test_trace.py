@@ -82,7 +82,10 @@ def test_trace_records_the_event_loops_stalls_and_long_collections(tmp_path: Pat
         await asyncio.sleep(0.12)
         time.sleep(0.3)  # the loop is blocked: the watcher wakes ~0.3 s late
         await asyncio.sleep(0.12)
-        garbage = [[i] for i in range(300_000)]  # a full collection walks every one
+        # A full collection walks every one: 1,000,000 take 36 ms on the fastest machine seen
+        # (300,000 took 9 ms there, under the 10 ms threshold) and stay well below the 0.2 s
+        # stall on a slow one.
+        garbage = [[i] for i in range(1_000_000)]
         gc.collect()
         del garbage
         await trace.aclose()
