@@ -135,7 +135,7 @@ def standard_arms() -> list[Arm]:
         # over 14 rounds, but the engine ran about 11 of its 16 sequences while online arrived
         # and streamed x0.95 the output tokens in the window; (w) asks whether 3 keeps most
         # of the gain for less (docs/performance.md, "The target read with its intervals").
-        # Measured (OW, 8 rounds): P99 x0.874 of (b)'s, not resolved, at x0.980 req/s.
+        # Measured: docs/performance.md, "The smaller reserve (w)" (own core and shared cores).
         Arm("w", "gateway-reserve3follow-priority",
             "gateway (seed 000 tiers, max_in_flight = the engine's max_num_seqs, "
             "reserved_slots 3 following online's arrivals), engine priority", "priority",
