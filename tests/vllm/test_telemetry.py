@@ -3,6 +3,9 @@ metric fails here), and the agent's /metrics and heartbeat carry the figures it 
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -10,6 +13,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from console.bench.headline.telemetry import KvSampler
 from gpu_agent.telemetry import ENGINE_METRICS, parse_engine_metrics
 from tests.agent.agent_helpers import GATEWAY_KEYS, NODE_TOKEN, FakeConsole, start_agent
 from tests.vllm.vllm_helpers import MODEL_NAME, TIMEOUT, VllmServer
@@ -99,3 +103,31 @@ async def test_the_agent_reports_vllm_figures_in_heartbeats_and_metrics(
         ):
             assert name in exposed, name
         assert "tiergate_engine_up 1.0" in httpx.get(agent.url + "/metrics", timeout=10).text
+
+
+async def test_the_headline_sampler_reads_the_tokens_vllm_generated_in_the_window(
+    vllm_priority: VllmServer,
+) -> None:
+    """The headline arms' and perf.engine_windows' engine figure: the rise of vLLM's own
+    generation counter between the sampler's points inside the window is the tokens it made."""
+    sampler = KvSampler(vllm_priority.url, simulated=False, interval_s=0.2)
+    task = asyncio.create_task(sampler.run())
+    start = time.time()
+    await asyncio.sleep(0.5)  # a point before the request
+    async with httpx.AsyncClient(timeout=120) as client:
+        response = await client.post(
+            vllm_priority.url + "/v1/completions",
+            json={"model": MODEL_NAME, "prompt": "hello", "max_tokens": 48, "ignore_eos": True},
+        )
+    assert response.status_code == 200, response.text
+    await asyncio.sleep(0.6)  # a point after it
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    end = time.time()
+    made = response.json()["usage"]["completion_tokens"]
+    assert made == 48
+    inside = [p["generated"] for p in sampler.points if start <= p["t"] <= end]
+    assert inside[-1] - inside[0] == made
+    rate = sampler.summary((start, end))["generated_in_window_tps"]
+    assert rate == pytest.approx(made / (sampler.points[-1]["t"] - sampler.points[0]["t"]))

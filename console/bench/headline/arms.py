@@ -328,7 +328,8 @@ async def _drive(
                 await task
     points = {"engine": sampler.points, "gateway": gateway.points if gateway else None}
     trace.write_text(json.dumps(points), encoding="utf-8")
-    return result, sampler.summary(), gateway.summary() if gateway is not None else None
+    window = (result.window[0], result.window[0] + spec.duration_s) if spec.duration_s else None
+    return result, sampler.summary(window), gateway.summary() if gateway is not None else None
 
 
 def run_arm(

@@ -34,7 +34,8 @@ def arm_table(arms: list[dict[str, Any]]) -> str:
             lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
     head = ["arm", "KV use mean / max", "engine running mean", "engine waiting mean / max",
-            "preemptions", "sim step pace (measured/modelled)", "client flags"]  # fmt: skip
+            "engine tok/s in window", "preemptions", "sim step pace (measured/modelled)",
+            "client flags"]  # fmt: skip
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for arm in arms:
         eng = arm["engine"]
@@ -45,6 +46,7 @@ def arm_table(arms: list[dict[str, Any]]) -> str:
             f"{_pct(kv['mean'])} / {_pct(kv['max'])}",
             _cell("{:.1f}", run["mean"]),
             f"{_cell('{:.1f}', wait['mean'])} / {_cell('{:.0f}', wait['max'])}",
+            _cell("{:.0f}", eng.get("generated_in_window_tps")),  # older records: none
             str(eng["preemptions"]),
             _cell("{:.3f}", pace),
             ", ".join(arm["client_validity"]["flags"]) or "none",

@@ -84,6 +84,22 @@ VLLM_GAUGES = {
     "vllm:num_requests_running": "running",
     "vllm:num_requests_waiting": "waiting",
 }
+# And the engine's own count of the tokens it generated (a counter: the family drops `_total`),
+# so that an arm's engine work in the window is read apart from what reached the client.
+GENERATED = "vllm:generation_tokens"
+
+
+def counter_rate(
+    points: Iterable[dict[str, float]], key: str, start: float, end: float
+) -> float | None:
+    """Per second, how much the counter `key` of timestamped points (`t`) rose between the
+    first and the last point inside [start, end] (pure; None with fewer than two, or when it
+    fell: the engine restarted)."""
+    inside = [p for p in points if key in p and start <= p["t"] <= end]
+    if len(inside) < 2 or inside[-1]["t"] <= inside[0]["t"]:
+        return None
+    rise = inside[-1][key] - inside[0][key]
+    return rise / (inside[-1]["t"] - inside[0]["t"]) if rise >= 0 else None
 
 
 @dataclass
@@ -101,9 +117,12 @@ class KvSampler:
             async with session.get(self.engine_url + "/metrics") as resp:
                 text = await resp.text()
             point = dict.fromkeys(VLLM_GAUGES.values(), 0.0)
-            for family in families(text, VLLM_GAUGES):
+            for family in families(text, [*VLLM_GAUGES, GENERATED, GENERATED + "_total"]):
                 if family.name in VLLM_GAUGES:
                     point[VLLM_GAUGES[family.name]] = sum(s.value for s in family.samples)
+                elif family.name == GENERATED:
+                    total = (s.value for s in family.samples if s.name == GENERATED + "_total")
+                    point["generated"] = sum(total)
             return point
         async with session.get(self.engine_url + "/sim/v1/gpu") as resp:
             data = await resp.json()
@@ -122,7 +141,10 @@ class KvSampler:
                     self.points.append({**await self._point(session), "t": at})
                 await asyncio.sleep(self.interval_s)
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self, window: tuple[float, float] | None = None) -> dict[str, Any]:
+        """`window` (Unix start, end): the measured window, for the engine's generated tokens
+        per second inside it (a real vLLM's counter; None for the simulator or without it)."""
+
         def stats(key: str) -> dict[str, float | None]:
             values = [p[key] for p in self.points if key in p]
             if not values:
@@ -135,6 +157,9 @@ class KvSampler:
             "engine_running": stats("running"),
             "engine_waiting": stats("waiting"),
             "gpu_util": stats("util"),
+            "generated_in_window_tps": (
+                counter_rate(self.points, "generated", *window) if window else None
+            ),
         }
 
 

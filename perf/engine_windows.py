@@ -1,0 +1,234 @@
+"""What a process beside the engine costs the engine itself, read from the engine's own counter.
+
+    .venv/bin/python -m perf.engine_windows --engine vllm --engine-cores shared \\
+        --order dpgbpgbd --rate 32 --duration 20 [--burn 0.06] [--json FILE]
+
+One engine (priority policy) for the whole run, and between its windows the prefix cache is
+reset and the engine drained. Each window replays the headline's mixed tiers (Poisson at
+`--rate`, past the knee on purpose, so that the engine is never idle) for warm-up + duration,
+through the window's path:
+
+    d  straight to the engine (the client sends each tier's priority)
+    p  through the bare relay (python -m gpu_agent.relay_floor), the client sends priority
+    g  through the gateway, the seed's tier config verbatim
+    b  straight to the engine, with a burner beside it: a process at the gateway's priority
+       that spins `--burn` of one core in 0.3 ms slices and touches no traffic
+
+A window's figure is the engine's generated tokens per second inside the measured part, from
+its own `vllm:generation_tokens_total` sampled once a second (telemetry.counter_rate): what
+the engine did, whatever reached the client. The engine's speed drifts over minutes, so each
+window that is not (d) is judged against the mean of the nearest (d) before and after it.
+`--engine-cores shared` leaves vLLM's threads on every core, as on a node (perf.headline's).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from console.bench.headline import telemetry
+from console.bench.headline.procs import GATEWAY_KEY, run_engine, run_gateway, run_relay
+from console.bench.headline.workload import (
+    MODEL,
+    SEED_TIER_CONFIG,
+    TIER_PRIORITY,
+    arm_spec,
+    engine_flags,
+    records_needed,
+    write_prompts,
+)
+from loadgen import run_workload
+
+KINDS = "dpgb"
+SLICE_S = 0.0003  # the burner's busy slice
+
+
+def burn(duty: float, slice_s: float = SLICE_S) -> None:
+    """Spin `duty` of one core, in slices of `slice_s`, until killed."""
+    rest = slice_s * (1 - duty) / duty
+    while True:
+        end = time.perf_counter() + slice_s
+        while time.perf_counter() < end:
+            pass
+        time.sleep(rest)
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of a process so far (its threads included), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def paired(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each window that is not (d) with its ratio to the mean engine rate of the nearest (d)
+    window before it and after it (one of them at the ends; pure)."""
+    direct = [(i, r["engine_tps"]) for i, r in enumerate(rows) if r["kind"] == "d"]
+    out = []
+    for i, row in enumerate(rows):
+        if row["kind"] == "d" or not row["engine_tps"]:
+            continue
+        before = [v for j, v in direct if j < i and v][-1:]
+        after = [v for j, v in direct if j > i and v][:1]
+        near = before + after
+        if near:
+            out.append({**row, "ratio": row["engine_tps"] / statistics.fmean(near)})
+    return out
+
+
+def summary(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per kind: windows, mean engine tokens/s, and (not d) the geometric mean of the paired
+    ratios with their range (pure)."""
+    ratios: dict[str, list[float]] = {}
+    for row in paired(rows):
+        ratios.setdefault(row["kind"], []).append(row["ratio"])
+    out: dict[str, dict[str, Any]] = {}
+    for kind in dict.fromkeys(r["kind"] for r in rows):
+        rates = [r["engine_tps"] for r in rows if r["kind"] == kind and r["engine_tps"]]
+        mine = ratios.get(kind, [])
+        out[kind] = {
+            "windows": len(rates),
+            "engine_tps_mean": statistics.fmean(rates) if rates else None,
+            "ratio_to_direct": math.exp(statistics.fmean(map(math.log, mine))) if mine else None,
+            "ratio_range": [min(mine), max(mine)] if mine else None,
+        }
+    return out
+
+
+@contextlib.contextmanager
+def _burner(duty: float) -> Iterator[int]:
+    proc = subprocess.Popen([sys.executable, "-m", "perf.engine_windows", "burn", str(duty)])
+    try:
+        yield proc.pid
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+async def _window(spec: Any, engine_url: str) -> tuple[Any, dict[str, Any]]:
+    sampler = telemetry.KvSampler(engine_url, simulated=False)
+    task = asyncio.create_task(sampler.run())
+    try:
+        result = await run_workload(spec)
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    return result, sampler.summary((result.window[0], result.window[0] + spec.duration_s))
+
+
+def _drain(engine_url: str, timeout_s: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        gauges = {n: v for n, _, v in telemetry.scrape(engine_url + "/metrics")}
+        if not gauges.get("vllm:num_requests_running") and not gauges.get(
+            "vllm:num_requests_waiting"
+        ):
+            return
+        time.sleep(1.0)
+    raise RuntimeError(f"{engine_url}: the engine did not drain in {timeout_s:.0f} s")
+
+
+def run(args: argparse.Namespace, log: Any = print) -> list[dict[str, Any]]:
+    workdir = Path(args.workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    seconds = (args.duration + args.warmup) * len(args.order)
+    prompts = write_prompts(workdir / "prompts.jsonl", records_needed(args.rate, seconds), 7)
+    flags = engine_flags("priority", 1.0, args.seed, args.engine)
+    vllm = None
+    if args.engine == "vllm":
+        from perf.headline.__main__ import dev_vllm
+
+        if args.engine_cores == "shared":
+            os.environ["TIERGATE_VLLM_CPUS"] = ",".join(map(str, sorted(os.sched_getaffinity(0))))
+        vllm = dev_vllm(args.engine_nice)
+    rows: list[dict[str, Any]] = []
+    with contextlib.ExitStack() as stack:
+        engine = stack.enter_context(run_engine(MODEL, flags, workdir, "engine", vllm))
+        relay = gateway = None
+        if "p" in args.order:
+            relay = stack.enter_context(run_relay(engine, workdir, "relay"))
+        if "g" in args.order:
+            gateway = stack.enter_context(run_gateway(engine, SEED_TIER_CONFIG, workdir, "gateway"))
+        targets = {"d": engine, "b": engine, "p": relay, "g": gateway}
+        for i, kind in enumerate(args.order):
+            httpx.post(engine + "/reset_prefix_cache", timeout=30)
+            spec = arm_spec(
+                base_url=targets[kind],
+                prompts_file=prompts,
+                rate=args.rate,
+                duration_s=args.duration,
+                warmup_s=args.warmup,
+                seed=args.seed + i,
+                api_key=GATEWAY_KEY if kind == "g" else None,
+                tier_priority=None if kind == "g" else TIER_PRIORITY,
+            )
+            with _burner(args.burn) if kind == "b" else contextlib.nullcontext() as pid:
+                cpu0, t0 = (cpu_seconds(pid), time.time()) if pid else (0.0, 0.0)
+                result, engine_figures = asyncio.run(_window(spec, engine))
+                burnt = (cpu_seconds(pid) - cpu0) / (time.time() - t0) if pid else None
+            row = {
+                "window": i,
+                "kind": kind,
+                "engine_tps": engine_figures["generated_in_window_tps"],
+                "engine_running_mean": engine_figures["engine_running"]["mean"],
+                "engine_waiting_mean": engine_figures["engine_waiting"]["mean"],
+                "completed": (result.summary.get("overall") or {}).get("completed"),
+                "burner_cores": burnt,
+            }
+            log(json.dumps(row))
+            rows.append(row)
+            _drain(engine)
+    return rows
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m perf.engine_windows", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    p.add_argument("--engine", choices=("sim", "vllm"), default="vllm")
+    p.add_argument("--engine-cores", choices=("own", "shared"), default="shared")
+    p.add_argument("--engine-nice", type=int, default=10, help="as perf.headline's")
+    p.add_argument("--order", default="dpgbpgbd", help=f"one letter per window, of {KINDS}")
+    p.add_argument("--rate", type=float, default=32.0, help="requests per second")
+    p.add_argument("--duration", type=float, default=20.0, help="measured seconds a window")
+    p.add_argument("--warmup", type=float, default=5.0)
+    p.add_argument("--burn", type=float, default=0.06, help="(b): the burner's share of a core")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--workdir", default="engine-windows")
+    p.add_argument("--json", help="write the windows and the summary here")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["burn"]:
+        burn(float(argv[1]))
+        return 0
+    args = parser().parse_args(argv)
+    bad = sorted(set(args.order) - set(KINDS))
+    if bad or not args.order or not 0 < args.burn < 1:
+        what = f"unknown window kinds {bad}" if bad else "--order empty or --burn not in (0, 1)"
+        parser().error(f"{what}; kinds: {KINDS}")
+    rows = run(args)
+    result = {"command": ["python", "-m", "perf.engine_windows", *argv], "windows": rows,
+              "summary": summary(rows)}  # fmt: skip
+    print(json.dumps(result["summary"], indent=2))
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

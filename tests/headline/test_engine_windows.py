@@ -1,0 +1,90 @@
+"""perf/engine_windows.py: the engine's own generated tokens per second in each window, and
+each window judged against the direct windows nearest it; and the headline arms' engine
+figure from the same counter (console/bench/headline/telemetry.py `counter_rate`)."""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+import pytest
+
+from console.bench.headline.telemetry import counter_rate
+from perf import engine_windows
+
+
+def test_counter_rate_reads_the_rise_between_the_first_and_last_point_in_the_window() -> None:
+    points = [
+        {"t": 99.0, "generated": 0.0},  # before the window
+        {"t": 100.5, "generated": 100.0},
+        {"t": 101.5, "running": 3.0},  # no counter in this point
+        {"t": 102.5, "generated": 400.0},
+        {"t": 104.5, "generated": 900.0},
+        {"t": 106.0, "generated": 5000.0},  # after it
+    ]
+    assert counter_rate(points, "generated", 100.0, 105.0) == pytest.approx(800 / 4)
+    assert counter_rate(points, "generated", 100.0, 101.0) is None  # one point
+    assert counter_rate(points, "absent", 0.0, 200.0) is None
+    restarted = [{"t": 1.0, "generated": 50.0}, {"t": 2.0, "generated": 3.0}]
+    assert counter_rate(restarted, "generated", 0.0, 3.0) is None
+
+
+def _row(kind: str, tps: float | None) -> dict[str, object]:
+    return {"kind": kind, "engine_tps": tps}
+
+
+def test_each_window_is_judged_against_the_direct_windows_nearest_it() -> None:
+    rows = [_row("d", 2000), _row("p", 1800), _row("b", 1500), _row("d", 1000), _row("p", 900)]
+    judged = engine_windows.paired(rows)
+    assert [(r["kind"], round(r["ratio"], 3)) for r in judged] == [
+        ("p", round(1800 / 1500, 3)),  # the mean of the (d) before and after
+        ("b", 1.0),
+        ("p", 0.9),  # after the last (d): that one alone
+    ]
+    out = engine_windows.summary(rows)
+    assert out["d"] == {"windows": 2, "engine_tps_mean": 1500, "ratio_to_direct": None,
+                        "ratio_range": None}  # fmt: skip
+    assert out["p"]["ratio_to_direct"] == pytest.approx(math.sqrt(1.2 * 0.9))
+    assert out["p"]["ratio_range"] == [pytest.approx(0.9), pytest.approx(1.2)]
+    assert out["b"]["windows"] == 1
+
+
+def test_windows_without_a_figure_or_without_a_direct_window_are_not_judged() -> None:
+    assert engine_windows.paired([_row("p", 1000), _row("b", 900)]) == []
+    assert engine_windows.paired([_row("d", 1000), _row("p", None)]) == []
+    assert engine_windows.summary([_row("p", None)])["p"]["engine_tps_mean"] is None
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--order", "dpx"], "unknown window kinds ['x']"),
+        (["--order", ""], "--order empty"),
+        (["--burn", "1.5"], "--burn not in (0, 1)"),
+    ],
+)
+def test_bad_arguments_are_refused_naming_what_is_wrong(
+    argv: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        engine_windows.main(argv)
+    assert exit_.value.code == 2
+    assert says in capsys.readouterr().err
+
+
+def test_a_run_against_the_simulator_reads_the_engine_in_every_window(tmp_path) -> None:
+    """Real processes: the simulator, the bare relay, the gateway with the seed's tier config,
+    the burner and the load generator; every window gets the engine's own figure."""
+    args = argparse.Namespace(
+        engine="sim", engine_cores="shared", engine_nice=0, order="dpgb", rate=12.0,
+        duration=2.0, warmup=1.0, burn=0.2, seed=1, workdir=str(tmp_path),
+    )  # fmt: skip
+    rows = engine_windows.run(args, log=lambda line: None)
+    assert [r["kind"] for r in rows] == list("dpgb")
+    for row in rows:
+        assert row["engine_tps"] and row["engine_tps"] > 0, row
+        assert row["completed"] and row["completed"] > 0, row
+    assert 0.05 < rows[3]["burner_cores"] < 0.6  # the burner ran, near its share
+    assert rows[0]["burner_cores"] is None
+    assert (tmp_path / "gateway-tiers.json").is_file()  # the gateway window had its gateway
+    assert (tmp_path / "relay-relay.log").is_file()
