@@ -22,10 +22,11 @@ SAMPLE_INTERVAL_S = 1.0
 
 
 def families(text: str, names: Iterable[str]) -> Iterator[Any]:
-    """The metric families of `names` (gauges: no `_total`) in an
-    exposition: the other lines are dropped before the library parses, since a real vLLM's
-    /metrics is ~600 lines that take ~26 ms to parse whole on a 2-core machine, in the load
-    generator's own event loop."""
+    """The metric families of `names` (a gauge by its name; a counter by its family name and
+    its `_total` sample name both, as KvSampler reads GENERATED) in an exposition: the other
+    lines are dropped before the library parses, since a real vLLM's /metrics is ~600 lines
+    that take ~26 ms to parse whole on a 2-core machine, in the load generator's own event
+    loop."""
     wanted = set(names)
     kept = [line for line in text.splitlines() if _metric_of(line) in wanted]
     return text_string_to_metric_families("\n".join(kept) + "\n" if kept else "")
