@@ -40,6 +40,7 @@ from typing import Any
 import httpx
 
 from console.bench.headline import telemetry
+from console.bench.headline.arms import drive
 from console.bench.headline.procs import GATEWAY_KEY, run_engine, run_gateway, run_relay
 from console.bench.headline.workload import (
     MODEL,
@@ -50,7 +51,7 @@ from console.bench.headline.workload import (
     records_needed,
     write_prompts,
 )
-from loadgen import run_workload
+from perf.cpu_by_process import cpu_seconds
 
 KINDS = "dpgb"
 SLICE_S = 0.0003  # the burner's busy slice
@@ -64,12 +65,6 @@ def burn(duty: float, slice_s: float = SLICE_S) -> None:
         while time.perf_counter() < end:
             pass
         time.sleep(rest)
-
-
-def cpu_seconds(pid: int) -> float:
-    """utime + stime of a process so far (its threads included), from /proc."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def paired(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -115,18 +110,6 @@ def _burner(duty: float) -> Iterator[int]:
     finally:
         proc.kill()
         proc.wait()
-
-
-async def _window(spec: Any, engine_url: str) -> tuple[Any, dict[str, Any]]:
-    sampler = telemetry.KvSampler(engine_url, simulated=False)
-    task = asyncio.create_task(sampler.run())
-    try:
-        result = await run_workload(spec)
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-    return result, sampler.summary((result.window[0], result.window[0] + spec.duration_s))
 
 
 def _drain(engine_url: str, timeout_s: float = 120.0) -> None:
@@ -176,9 +159,10 @@ def run(args: argparse.Namespace, log: Any = print) -> list[dict[str, Any]]:
                 tier_priority=None if kind == "g" else TIER_PRIORITY,
             )
             with _burner(args.burn) if kind == "b" else contextlib.nullcontext() as pid:
-                cpu0, t0 = (cpu_seconds(pid), time.time()) if pid else (0.0, 0.0)
-                result, engine_figures = asyncio.run(_window(spec, engine))
-                burnt = (cpu_seconds(pid) - cpu0) / (time.time() - t0) if pid else None
+                cpu0, t0 = (cpu_seconds(pid) or 0.0, time.time()) if pid else (0.0, 0.0)
+                trace = workdir / f"window-{i}-trace.json"  # the engine's samples
+                result, engine_figures, _ = asyncio.run(drive(spec, engine, None, False, trace))
+                burnt = ((cpu_seconds(pid) or 0.0) - cpu0) / (time.time() - t0) if pid else None
             row = {
                 "window": i,
                 "kind": kind,

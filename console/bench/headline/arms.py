@@ -309,7 +309,7 @@ class ArmOutcome:
         }
 
 
-async def _drive(
+async def drive(
     spec: Any, engine_url: str, gateway_url: str | None, simulated: bool, trace: Path
 ) -> tuple[RunResult, dict[str, Any], dict[str, Any] | None]:
     """Replay the workload while sampling the engine (and the gateway) once a second; the
@@ -370,7 +370,7 @@ def run_arm(
             gpu0 = telemetry.sim_gpu(engine_url) if simulated else {}
             counters0 = telemetry.engine_counters(engine_url)
             result, kv, gateway_queues = asyncio.run(
-                _drive(
+                drive(
                     spec,
                     engine_url,
                     target if arm.via_gateway else None,
