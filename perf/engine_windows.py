@@ -67,13 +67,15 @@ def burn(duty: float, slice_s: float = SLICE_S) -> None:
         time.sleep(rest)
 
 
-def paired(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def paired(rows: list[dict[str, Any]], a_a: bool = False) -> list[dict[str, Any]]:
     """Each window that is not (d) with its ratio to the mean engine rate of the nearest (d)
-    window before it and after it (one of them at the ends; pure)."""
+    window before it and after it (one of them at the ends; pure). `a_a`: each (d) window
+    instead, against the nearest other (d) windows: the same path judged against itself,
+    which should come out as no change."""
     direct = [(i, r["engine_tps"]) for i, r in enumerate(rows) if r["kind"] == "d"]
     out = []
     for i, row in enumerate(rows):
-        if row["kind"] == "d" or not row["engine_tps"]:
+        if (row["kind"] == "d") != a_a or not row["engine_tps"]:
             continue
         before = [v for j, v in direct if j < i and v][-1:]
         after = [v for j, v in direct if j > i and v][:1]
@@ -96,10 +98,23 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         out[kind] = {
             "windows": len(rates),
             "engine_tps_mean": statistics.fmean(rates) if rates else None,
-            "ratio_to_direct": math.exp(statistics.fmean(map(math.log, mine))) if mine else None,
-            "ratio_range": [min(mine), max(mine)] if mine else None,
+            **_spread(mine),
         }
     return out
+
+
+def direct_a_a(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The A/A reading: the (d) windows judged as the others are (paired with a_a; pure)."""
+    mine = [row["ratio"] for row in paired(rows, a_a=True)]
+    return {"windows": len(mine), **_spread(mine)}
+
+
+def _spread(ratios: list[float]) -> dict[str, Any]:
+    """The geometric mean of ratios and their range (None for none)."""
+    if not ratios:
+        return {"ratio_to_direct": None, "ratio_range": None}
+    mean = math.exp(statistics.fmean(map(math.log, ratios)))
+    return {"ratio_to_direct": mean, "ratio_range": [min(ratios), max(ratios)]}
 
 
 @contextlib.contextmanager
@@ -207,8 +222,8 @@ def main(argv: list[str] | None = None) -> int:
         parser().error(f"{what}; kinds: {KINDS}")
     rows = run(args)
     result = {"command": ["python", "-m", "perf.engine_windows", *argv], "windows": rows,
-              "summary": summary(rows)}  # fmt: skip
-    print(json.dumps(result["summary"], indent=2))
+              "summary": summary(rows), "direct_a_a": direct_a_a(rows)}  # fmt: skip
+    print(json.dumps({"summary": result["summary"], "direct_a_a": result["direct_a_a"]}, indent=2))
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2), encoding="utf-8")
     return 0

@@ -49,6 +49,23 @@ def test_each_window_is_judged_against_the_direct_windows_nearest_it() -> None:
     assert out["b"]["windows"] == 1
 
 
+def test_the_direct_windows_judged_against_each_other_are_the_a_a_case() -> None:
+    rows = [_row("d", 2000), _row("p", 1800), _row("d", 1000), _row("d", 1000), _row("b", 1)]
+    judged = engine_windows.paired(rows, a_a=True)
+    assert [(r["kind"], round(r["ratio"], 3)) for r in judged] == [
+        ("d", 2.0),  # the first: the next (d) alone
+        ("d", round(1000 / 1500, 3)),  # the one before and the one after
+        ("d", 1.0),  # the last: the one before alone
+    ]
+    out = engine_windows.direct_a_a(rows)
+    assert out["windows"] == 3
+    assert out["ratio_to_direct"] == pytest.approx((2.0 * (2 / 3) * 1.0) ** (1 / 3))
+    assert out["ratio_range"] == [pytest.approx(2 / 3), pytest.approx(2.0)]
+    steady = [_row("d", 1500), _row("p", 1400), _row("d", 1500), _row("d", 1500)]
+    assert engine_windows.direct_a_a(steady)["ratio_to_direct"] == pytest.approx(1.0)
+    assert engine_windows.direct_a_a([_row("d", 1500), _row("p", 1)])["windows"] == 0
+
+
 def test_windows_without_a_figure_or_without_a_direct_window_are_not_judged() -> None:
     assert engine_windows.paired([_row("p", 1000), _row("b", 900)]) == []
     assert engine_windows.paired([_row("d", 1000), _row("p", None)]) == []
