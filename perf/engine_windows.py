@@ -13,11 +13,16 @@ through the window's path:
     g  through the gateway, the seed's tier config verbatim
     b  straight to the engine, with a burner beside it: a process at the gateway's priority
        that spins `--burn` of one core in 0.3 ms slices and touches no traffic
+    c  straight to the engine, closed loop at `--cap` requests in flight: a front that costs
+       no CPU and keeps the engine's queue at cap - max_num_seqs (the arrivals and so the
+       tier mix differ from the open loop's; the computed tokens and steps show by how much)
 
 A window's figure is the engine's generated tokens per second inside the measured part, from
 its own `vllm:generation_tokens_total` sampled once a second (telemetry.counter_rate): what
-the engine did, whatever reached the client. The engine's speed drifts over minutes, so each
-window that is not (d) is judged against the mean of the nearest (d) before and after it.
+the engine did, whatever reached the client. Beside it, the tokens it computed in its steps
+(prefill and generated) and its steps per second, from `vllm:iteration_tokens_total`. The
+engine's speed drifts over minutes, so each window that is not (d) is judged against the mean
+of the nearest (d) before and after it.
 `--engine-cores shared` leaves vLLM's threads on every core, as on a node (perf.headline's).
 """
 
@@ -53,7 +58,7 @@ from console.bench.headline.workload import (
 )
 from perf.cpu_by_process import cpu_seconds
 
-KINDS = "dpgb"
+KINDS = "dpgbc"
 SLICE_S = 0.0003  # the burner's busy slice
 
 
@@ -67,39 +72,40 @@ def burn(duty: float, slice_s: float = SLICE_S) -> None:
         time.sleep(rest)
 
 
-def paired(rows: list[dict[str, Any]], a_a: bool = False) -> list[dict[str, Any]]:
-    """Each window that is not (d) with its ratio to the mean engine rate of the nearest (d)
-    window before it and after it (one of them at the ends; pure). `a_a`: each (d) window
-    instead, against the nearest other (d) windows: the same path judged against itself,
-    which should come out as no change."""
-    direct = [(i, r["engine_tps"]) for i, r in enumerate(rows) if r["kind"] == "d"]
+def paired(
+    rows: list[dict[str, Any]], a_a: bool = False, key: str = "engine_tps"
+) -> list[dict[str, Any]]:
+    """Each window that is not (d) with its ratio to the mean `key` (engine rate) of the
+    nearest (d) window before it and after it (one of them at the ends; pure). `a_a`: each
+    (d) window instead, against the nearest other (d) windows: the same path judged against
+    itself, which should come out as no change."""
+    direct = [(i, r.get(key)) for i, r in enumerate(rows) if r["kind"] == "d"]
     out = []
     for i, row in enumerate(rows):
-        if (row["kind"] == "d") != a_a or not row["engine_tps"]:
+        if (row["kind"] == "d") != a_a or not row.get(key):
             continue
         before = [v for j, v in direct if j < i and v][-1:]
         after = [v for j, v in direct if j > i and v][:1]
         near = before + after
         if near:
-            out.append({**row, "ratio": row["engine_tps"] / statistics.fmean(near)})
+            out.append({**row, "ratio": row[key] / statistics.fmean(near)})
     return out
+
+
+RATES = {"engine_tps": "", "computed_tps": "computed_", "steps_ps": "steps_"}  # key: prefix
 
 
 def summary(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Per kind: windows, mean engine tokens/s, and (not d) the geometric mean of the paired
-    ratios with their range (pure)."""
-    ratios: dict[str, list[float]] = {}
-    for row in paired(rows):
-        ratios.setdefault(row["kind"], []).append(row["ratio"])
+    ratios with their range; the same for the computed tokens and the steps (pure)."""
     out: dict[str, dict[str, Any]] = {}
     for kind in dict.fromkeys(r["kind"] for r in rows):
         rates = [r["engine_tps"] for r in rows if r["kind"] == kind and r["engine_tps"]]
-        mine = ratios.get(kind, [])
-        out[kind] = {
-            "windows": len(rates),
-            "engine_tps_mean": statistics.fmean(rates) if rates else None,
-            **_spread(mine),
-        }
+        mean = statistics.fmean(rates) if rates else None
+        out[kind] = {"windows": len(rates), "engine_tps_mean": mean}
+        for key, prefix in RATES.items():
+            mine = [row["ratio"] for row in paired(rows, key=key) if row["kind"] == kind]
+            out[kind].update({prefix + name: v for name, v in _spread(mine).items()})
     return out
 
 
@@ -160,13 +166,14 @@ def run(args: argparse.Namespace, log: Any = print) -> list[dict[str, Any]]:
             relay = stack.enter_context(run_relay(engine, workdir, "relay"))
         if "g" in args.order:
             gateway = stack.enter_context(run_gateway(engine, SEED_TIER_CONFIG, workdir, "gateway"))
-        targets = {"d": engine, "b": engine, "p": relay, "g": gateway}
+        targets = {"d": engine, "b": engine, "c": engine, "p": relay, "g": gateway}
         for i, kind in enumerate(args.order):
             httpx.post(engine + "/reset_prefix_cache", timeout=30)
             spec = arm_spec(
                 base_url=targets[kind],
                 prompts_file=prompts,
-                rate=args.rate,
+                rate=None if kind == "c" else args.rate,
+                concurrency=args.cap if kind == "c" else None,
                 duration_s=args.duration,
                 warmup_s=args.warmup,
                 seed=args.seed + i,
@@ -182,6 +189,8 @@ def run(args: argparse.Namespace, log: Any = print) -> list[dict[str, Any]]:
                 "window": i,
                 "kind": kind,
                 "engine_tps": engine_figures["generated_in_window_tps"],
+                "computed_tps": engine_figures["computed_in_window_tps"],
+                "steps_ps": engine_figures["steps_in_window_sps"],
                 "engine_running_mean": engine_figures["engine_running"]["mean"],
                 "engine_waiting_mean": engine_figures["engine_waiting"]["mean"],
                 "completed": (result.summary.get("overall") or {}).get("completed"),
@@ -204,6 +213,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--duration", type=float, default=20.0, help="measured seconds a window")
     p.add_argument("--warmup", type=float, default=5.0)
     p.add_argument("--burn", type=float, default=0.06, help="(b): the burner's share of a core")
+    p.add_argument("--cap", type=int, default=26, help="(c): requests in flight")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--workdir", default="engine-windows")
     p.add_argument("--json", help="write the windows and the summary here")
@@ -217,8 +227,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     args = parser().parse_args(argv)
     bad = sorted(set(args.order) - set(KINDS))
-    if bad or not args.order or not 0 < args.burn < 1:
-        what = f"unknown window kinds {bad}" if bad else "--order empty or --burn not in (0, 1)"
+    if bad or not args.order or not 0 < args.burn < 1 or args.cap < 1:
+        what = (
+            f"unknown window kinds {bad}"
+            if bad
+            else "--order empty, --burn not in (0, 1) or --cap < 1"
+        )
         parser().error(f"{what}; kinds: {KINDS}")
     rows = run(args)
     result = {"command": ["python", "-m", "perf.engine_windows", *argv], "windows": rows,

@@ -76,6 +76,8 @@ REQUEST_BUCKETS = (
     1920.0,
     7680.0,
 )
+# Tokens computed in one engine step (vLLM's buckets are its batch sizes; powers of two here).
+ITERATION_BUCKETS = tuple(float(2**i) for i in range(15))
 FINISH_REASONS = ("stop", "length", "abort")
 
 
@@ -146,6 +148,11 @@ class SimMetrics:
             "vllm:request_queue_time_seconds",
             "Histogram of time spent in WAITING phase for request.",
             REQUEST_BUCKETS,
+        )
+        self.iteration_tokens = histogram(
+            "vllm:iteration_tokens_total",
+            "Histogram of number of tokens per engine_step.",
+            ITERATION_BUCKETS,
         )
         self._last_queries = 0
         self._last_hits = 0

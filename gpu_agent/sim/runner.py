@@ -195,6 +195,7 @@ class EngineRunner:
             reason = request.finish_reason
             tracked.queue.put_nowait((token_ids, reason.value if reason else None))
         metrics.generation_tokens.inc(generated)
+        metrics.iteration_tokens.observe(result.num_prefill_tokens + generated)
         for request in result.finished:
             tracked = tracked_by_request.get(request)
             if tracked is not None:

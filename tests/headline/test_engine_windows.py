@@ -43,10 +43,25 @@ def test_each_window_is_judged_against_the_direct_windows_nearest_it() -> None:
     ]
     out = engine_windows.summary(rows)
     assert out["d"] == {"windows": 2, "engine_tps_mean": 1500, "ratio_to_direct": None,
-                        "ratio_range": None}  # fmt: skip
+                        "ratio_range": None, "computed_ratio_to_direct": None,
+                        "computed_ratio_range": None, "steps_ratio_to_direct": None,
+                        "steps_ratio_range": None}  # fmt: skip
     assert out["p"]["ratio_to_direct"] == pytest.approx(math.sqrt(1.2 * 0.9))
     assert out["p"]["ratio_range"] == [pytest.approx(0.9), pytest.approx(1.2)]
     assert out["b"]["windows"] == 1
+
+
+def test_the_computed_tokens_and_the_steps_are_judged_as_the_generated_tokens_are() -> None:
+    rows = [
+        {"kind": "d", "engine_tps": 1000, "computed_tps": 4000, "steps_ps": 50},
+        {"kind": "c", "engine_tps": 1100, "computed_tps": 3000, "steps_ps": 60},
+        {"kind": "d", "engine_tps": 1000, "computed_tps": 2000, "steps_ps": None},
+    ]
+    out = engine_windows.summary(rows)["c"]
+    assert out["ratio_to_direct"] == pytest.approx(1.1)
+    assert out["computed_ratio_to_direct"] == pytest.approx(1.0)  # 3000 / mean(4000, 2000)
+    assert out["steps_ratio_to_direct"] == pytest.approx(1.2)  # the (d) without one left out
+    assert [r["ratio"] for r in engine_windows.paired(rows, key="steps_ps")] == [1.2]
 
 
 def test_the_direct_windows_judged_against_each_other_are_the_a_a_case() -> None:
@@ -78,6 +93,7 @@ def test_windows_without_a_figure_or_without_a_direct_window_are_not_judged() ->
         (["--order", "dpx"], "unknown window kinds ['x']"),
         (["--order", ""], "--order empty"),
         (["--burn", "1.5"], "--burn not in (0, 1)"),
+        (["--cap", "0"], "--cap < 1"),
     ],
 )
 def test_bad_arguments_are_refused_naming_what_is_wrong(
@@ -91,17 +107,22 @@ def test_bad_arguments_are_refused_naming_what_is_wrong(
 
 def test_a_run_against_the_simulator_reads_the_engine_in_every_window(tmp_path) -> None:
     """Real processes: the simulator, the bare relay, the gateway with the seed's tier config,
-    the burner and the load generator; every window gets the engine's own figure."""
+    the burner and the load generator (open loop, and closed at the cap); every window gets
+    the engine's own figures."""
     args = argparse.Namespace(
-        engine="sim", engine_cores="shared", engine_nice=0, order="dpgb", rate=12.0,
-        duration=2.0, warmup=1.0, burn=0.2, seed=1, workdir=str(tmp_path),
+        engine="sim", engine_cores="shared", engine_nice=0, order="dpgbc", rate=12.0,
+        duration=2.0, warmup=1.0, burn=0.2, cap=4, seed=1, workdir=str(tmp_path),
     )  # fmt: skip
     rows = engine_windows.run(args, log=lambda line: None)
-    assert [r["kind"] for r in rows] == list("dpgb")
+    assert [r["kind"] for r in rows] == list("dpgbc")
     for row in rows:
         assert row["engine_tps"] and row["engine_tps"] > 0, row
+        assert row["computed_tps"] > row["engine_tps"], row  # and the prompts' prefill
+        assert 0 < row["steps_ps"] < 1000, row
         assert row["completed"] and row["completed"] > 0, row
     assert 0.05 < rows[3]["burner_cores"] < 0.6  # the burner ran, near its share
     assert rows[0]["burner_cores"] is None
+    capped = rows[4]  # the closed loop never had more than its cap at the engine
+    assert 0 < capped["engine_running_mean"] + capped["engine_waiting_mean"] <= 4
     assert (tmp_path / "gateway-tiers.json").is_file()  # the gateway window had its gateway
     assert (tmp_path / "relay-relay.log").is_file()

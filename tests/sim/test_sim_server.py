@@ -191,6 +191,11 @@ def test_metrics_use_vllm_names_and_move(client: openai.OpenAI, base_url: str) -
     assert after[generated] - before.get(generated, 0) == 3
     prompt = labelled("vllm:prompt_tokens_total")
     assert after[prompt] - before.get(prompt, 0) == 4
+    # As vLLM's: per step, the tokens computed (prefill and generated); a step an observation.
+    computed = labelled("vllm:iteration_tokens_total_sum")
+    assert after[computed] - before.get(computed, 0) == 4 + 3
+    steps = labelled("vllm:iteration_tokens_total_count")
+    assert after[steps] - before.get(steps, 0) == 3
     success = labelled("vllm:request_success_total", finished_reason="length")
     assert after[success] - before.get(success, 0) == 1
 

@@ -105,11 +105,12 @@ async def test_the_agent_reports_vllm_figures_in_heartbeats_and_metrics(
         assert "tiergate_engine_up 1.0" in httpx.get(agent.url + "/metrics", timeout=10).text
 
 
-async def test_the_headline_sampler_reads_the_tokens_vllm_generated_in_the_window(
+async def test_the_headline_sampler_reads_vllm_s_tokens_and_steps_in_the_window(
     vllm_priority: VllmServer,
 ) -> None:
-    """The headline arms' and perf.engine_windows' engine figure: the rise of vLLM's own
-    generation counter between the sampler's points inside the window is the tokens it made."""
+    """The headline arms' and perf.engine_windows' engine figures: the rise of vLLM's own
+    counters between the sampler's points inside the window is the tokens it made, the tokens
+    it computed and the steps it took."""
     sampler = KvSampler(vllm_priority.url, simulated=False, interval_s=0.2)
     task = asyncio.create_task(sampler.run())
     start = time.time()
@@ -127,7 +128,15 @@ async def test_the_headline_sampler_reads_the_tokens_vllm_generated_in_the_windo
     end = time.time()
     made = response.json()["usage"]["completion_tokens"]
     assert made == 48
-    inside = [p["generated"] for p in sampler.points if start <= p["t"] <= end]
-    assert inside[-1] - inside[0] == made
-    rate = sampler.summary((start, end))["generated_in_window_tps"]
-    assert rate == pytest.approx(made / (sampler.points[-1]["t"] - sampler.points[0]["t"]))
+    prompt = response.json()["usage"]["prompt_tokens"]
+    inside = [p for p in sampler.points if start <= p["t"] <= end]
+    assert inside[-1]["generated"] - inside[0]["generated"] == made
+    # Every token computed in a step: the prompt's (nothing cached) and the generated ones;
+    # and one step per generated token, the prefill's giving the first.
+    assert inside[-1]["computed"] - inside[0]["computed"] == prompt + made
+    assert inside[-1]["steps"] - inside[0]["steps"] == made
+    figures = sampler.summary((start, end))
+    span = inside[-1]["t"] - inside[0]["t"]
+    assert figures["generated_in_window_tps"] == pytest.approx(made / span)
+    assert figures["computed_in_window_tps"] == pytest.approx((prompt + made) / span)
+    assert figures["steps_in_window_sps"] == pytest.approx(made / span)

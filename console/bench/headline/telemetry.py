@@ -23,7 +23,7 @@ SAMPLE_INTERVAL_S = 1.0
 
 def families(text: str, names: Iterable[str]) -> Iterator[Any]:
     """The metric families of `names` (a gauge by its name; a counter by its family name and
-    its `_total` sample name both, as KvSampler reads GENERATED) in an exposition: the other
+    its `_total` sample name both, as KvSampler reads ENGINE_COUNTERS) in an exposition: the other
     lines are dropped before the library parses, since a real vLLM's /metrics is ~600 lines
     that take ~26 ms to parse whole on a 2-core machine, in the load generator's own event
     loop."""
@@ -85,9 +85,17 @@ VLLM_GAUGES = {
     "vllm:num_requests_running": "running",
     "vllm:num_requests_waiting": "waiting",
 }
-# And the engine's own count of the tokens it generated (a counter: the family drops `_total`),
-# so that an arm's engine work in the window is read apart from what reached the client.
+# And the engine's own counts (a counter's family drops `_total`; a histogram's samples are
+# `_count` and `_sum`), so that an arm's engine work in the window is read apart from what
+# reached the client: the tokens it generated, every token it computed in a step (prefill not
+# served from the prefix cache, plus generated), and its steps (one observation a step).
 GENERATED = "vllm:generation_tokens"
+ITERATION = "vllm:iteration_tokens_total"
+ENGINE_COUNTERS = {  # point key: (family, sample)
+    "generated": (GENERATED, GENERATED + "_total"),
+    "computed": (ITERATION, ITERATION + "_sum"),
+    "steps": (ITERATION, ITERATION + "_count"),
+}
 
 
 def counter_rate(
@@ -118,12 +126,13 @@ class KvSampler:
             async with session.get(self.engine_url + "/metrics") as resp:
                 text = await resp.text()
             point = dict.fromkeys(VLLM_GAUGES.values(), 0.0)
-            for family in families(text, [*VLLM_GAUGES, GENERATED, GENERATED + "_total"]):
+            counted = [name for pair in ENGINE_COUNTERS.values() for name in pair]
+            for family in families(text, [*VLLM_GAUGES, *counted]):
                 if family.name in VLLM_GAUGES:
                     point[VLLM_GAUGES[family.name]] = sum(s.value for s in family.samples)
-                elif family.name == GENERATED:
-                    total = (s.value for s in family.samples if s.name == GENERATED + "_total")
-                    point["generated"] = sum(total)
+                for key, (name, sample) in ENGINE_COUNTERS.items():
+                    if family.name == name:
+                        point[key] = sum(s.value for s in family.samples if s.name == sample)
             return point
         async with session.get(self.engine_url + "/sim/v1/gpu") as resp:
             data = await resp.json()
@@ -143,8 +152,9 @@ class KvSampler:
                 await asyncio.sleep(self.interval_s)
 
     def summary(self, window: tuple[float, float] | None = None) -> dict[str, Any]:
-        """`window` (Unix start, end): the measured window, for the engine's generated tokens
-        per second inside it (a real vLLM's counter; None for the simulator or without it)."""
+        """`window` (Unix start, end): the measured window, for the engine's generated and
+        computed tokens and its steps per second inside it (a real vLLM's counters; None for
+        the simulator or without it)."""
 
         def stats(key: str) -> dict[str, float | None]:
             values = [p[key] for p in self.points if key in p]
@@ -158,9 +168,12 @@ class KvSampler:
             "engine_running": stats("running"),
             "engine_waiting": stats("waiting"),
             "gpu_util": stats("util"),
-            "generated_in_window_tps": (
-                counter_rate(self.points, "generated", *window) if window else None
-            ),
+            **{
+                f"{key}_in_window_{'sps' if key == 'steps' else 'tps'}": (
+                    counter_rate(self.points, key, *window) if window else None
+                )
+                for key in ENGINE_COUNTERS
+            },
         }
 
 
