@@ -13,6 +13,8 @@ through the window's path:
     g  through the gateway, the seed's tier config verbatim
     b  straight to the engine, with a burner beside it: a process at the gateway's priority
        that spins `--burn` of one core in 0.3 ms slices and touches no traffic
+    n  through nginx (Debian's), a compiled pass-through, the client sends priority: the
+       floor of a hop that is not written in Python
     c  straight to the engine, closed loop at `--cap` requests in flight: a front that costs
        no CPU and keeps the engine's queue at cap - max_num_seqs (the arrivals and so the
        tier mix differ from the open loop's; the computed tokens and steps show by how much)
@@ -46,7 +48,7 @@ import httpx
 
 from console.bench.headline import telemetry
 from console.bench.headline.arms import drive
-from console.bench.headline.procs import GATEWAY_KEY, run_engine, run_gateway, run_relay
+from console.bench.headline.procs import GATEWAY_KEY, run_engine, run_gateway, run_nginx, run_relay
 from console.bench.headline.workload import (
     MODEL,
     SEED_TIER_CONFIG,
@@ -58,7 +60,7 @@ from console.bench.headline.workload import (
 )
 from perf.cpu_by_process import cpu_seconds
 
-KINDS = "dpgbc"
+KINDS = "dpgbnc"
 SLICE_S = 0.0003  # the burner's busy slice
 
 
@@ -161,16 +163,20 @@ def run(args: argparse.Namespace, log: Any = print) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     with contextlib.ExitStack() as stack:
         engine = stack.enter_context(run_engine(MODEL, flags, workdir, "engine", vllm))
-        relay = gateway = None
+        relay = gateway = nginx = None
+        if "n" in args.order:
+            nginx = stack.enter_context(run_nginx(engine, workdir, "nginx"))
         if "p" in args.order:
             relay = stack.enter_context(run_relay(engine, workdir, "relay"))
         if "g" in args.order:
             gateway = stack.enter_context(run_gateway(engine, SEED_TIER_CONFIG, workdir, "gateway"))
-        targets = {"d": engine, "b": engine, "c": engine, "p": relay, "g": gateway}
+        targets = {"d": engine, "b": engine, "c": engine, "p": relay, "g": gateway, "n": nginx}
         for i, kind in enumerate(args.order):
+            target = targets[kind]
+            assert target is not None  # each kind in the order has its process, started above
             httpx.post(engine + "/reset_prefix_cache", timeout=30)
             spec = arm_spec(
-                base_url=targets[kind],
+                base_url=target,
                 prompts_file=prompts,
                 rate=None if kind == "c" else args.rate,
                 concurrency=args.cap if kind == "c" else None,

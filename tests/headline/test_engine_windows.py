@@ -106,15 +106,15 @@ def test_bad_arguments_are_refused_naming_what_is_wrong(
 
 
 def test_a_run_against_the_simulator_reads_the_engine_in_every_window(tmp_path) -> None:
-    """Real processes: the simulator, the bare relay, the gateway with the seed's tier config,
+    """Real processes: the simulator, the bare relay, nginx, the gateway with the seed config,
     the burner and the load generator (open loop, and closed at the cap); every window gets
     the engine's own figures."""
     args = argparse.Namespace(
-        engine="sim", engine_cores="shared", engine_nice=0, order="dpgbc", rate=12.0,
+        engine="sim", engine_cores="shared", engine_nice=0, order="dpgbcn", rate=12.0,
         duration=2.0, warmup=1.0, burn=0.2, cap=4, seed=1, workdir=str(tmp_path),
     )  # fmt: skip
     rows = engine_windows.run(args, log=lambda line: None)
-    assert [r["kind"] for r in rows] == list("dpgbc")
+    assert [r["kind"] for r in rows] == list("dpgbcn")
     for row in rows:
         assert row["engine_tps"] and row["engine_tps"] > 0, row
         assert row["computed_tps"] > row["engine_tps"], row  # and the prompts' prefill
@@ -126,3 +126,4 @@ def test_a_run_against_the_simulator_reads_the_engine_in_every_window(tmp_path) 
     assert 0 < capped["engine_running_mean"] + capped["engine_waiting_mean"] <= 4
     assert (tmp_path / "gateway-tiers.json").is_file()  # the gateway window had its gateway
     assert (tmp_path / "relay-relay.log").is_file()
+    assert (tmp_path / "nginx-nginx" / "nginx.conf").is_file()  # and the nginx window nginx

@@ -249,3 +249,45 @@ def run_relay(engine_url: str, workdir: Path, name: str) -> Iterator[str]:
     url = f"http://127.0.0.1:{port}"
     with _process(argv, workdir / f"{name}-relay.log", url, 30) as u:
         yield u
+
+
+# nginx as a pass-through: a compiled proxy, no scheduler; streams unbuffered both ways, one
+# worker, keep-alive to the engine (as the gateway's pool), no access log.
+NGINX_CONF = """worker_processes 1;
+pid {dir}/nginx.pid;
+error_log {dir}/nginx-error.log warn;
+events {{ worker_connections 4096; }}
+http {{
+    access_log off;
+    client_body_temp_path {dir}/body;
+    proxy_temp_path {dir}/proxy;
+    upstream engine {{ server {engine}; keepalive 64; }}
+    server {{
+        listen 127.0.0.1:{port};
+        location / {{
+            proxy_pass http://engine;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_buffering off;
+            proxy_request_buffering off;
+            proxy_read_timeout 600s;
+        }}
+    }}
+}}
+"""
+
+
+@contextlib.contextmanager
+def run_nginx(engine_url: str, workdir: Path, name: str) -> Iterator[str]:
+    """nginx (Debian's) in the foreground as a pass-through to `engine_url`."""
+    nginx = shutil.which("nginx") or "/usr/sbin/nginx"
+    folder = (workdir / f"{name}-nginx").resolve()
+    folder.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    conf = folder / "nginx.conf"
+    engine = engine_url.removeprefix("http://")
+    conf.write_text(NGINX_CONF.format(dir=folder, engine=engine, port=port), encoding="utf-8")
+    argv = [nginx, "-c", str(conf), "-p", str(folder), "-g", "daemon off;"]
+    url = f"http://127.0.0.1:{port}"
+    with _process(argv, workdir / f"{name}-nginx.log", url, 30) as u:
+        yield u
