@@ -100,13 +100,14 @@ RATES = {"engine_tps": "", "computed_tps": "computed_", "steps_ps": "steps_"}  #
 def summary(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Per kind: windows, mean engine tokens/s, and (not d) the geometric mean of the paired
     ratios with their range; the same for the computed tokens and the steps (pure)."""
+    judged = {key: paired(rows, key=key) for key in RATES}
     out: dict[str, dict[str, Any]] = {}
     for kind in dict.fromkeys(r["kind"] for r in rows):
         rates = [r["engine_tps"] for r in rows if r["kind"] == kind and r["engine_tps"]]
         mean = statistics.fmean(rates) if rates else None
         out[kind] = {"windows": len(rates), "engine_tps_mean": mean}
         for key, prefix in RATES.items():
-            mine = [row["ratio"] for row in paired(rows, key=key) if row["kind"] == kind]
+            mine = [row["ratio"] for row in judged[key] if row["kind"] == kind]
             out[kind].update({prefix + name: v for name, v in _spread(mine).items()})
     return out
 

@@ -96,6 +96,7 @@ ENGINE_COUNTERS = {  # point key: (family, sample)
     "computed": (ITERATION, ITERATION + "_sum"),
     "steps": (ITERATION, ITERATION + "_count"),
 }
+_READ = [*VLLM_GAUGES, *(name for pair in ENGINE_COUNTERS.values() for name in pair)]
 
 
 def counter_rate(
@@ -126,8 +127,7 @@ class KvSampler:
             async with session.get(self.engine_url + "/metrics") as resp:
                 text = await resp.text()
             point = dict.fromkeys(VLLM_GAUGES.values(), 0.0)
-            counted = [name for pair in ENGINE_COUNTERS.values() for name in pair]
-            for family in families(text, [*VLLM_GAUGES, *counted]):
+            for family in families(text, _READ):
                 if family.name in VLLM_GAUGES:
                     point[VLLM_GAUGES[family.name]] = sum(s.value for s in family.samples)
                 for key, (name, sample) in ENGINE_COUNTERS.items():
