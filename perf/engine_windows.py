@@ -2,6 +2,7 @@
 
     .venv/bin/python -m perf.engine_windows --engine vllm --engine-cores shared \\
         --order dpgbpgbd --rate 32 --duration 20 [--burn 0.06] [--json FILE]
+    .venv/bin/python -m perf.engine_windows pool FILE... --kind n [--key computed_tps]
 
 One engine (priority policy) for the whole run, and between its windows the prefix cache is
 reset and the engine drained. Each window replays the headline's mixed tiers (Poisson at
@@ -59,6 +60,7 @@ from console.bench.headline.workload import (
     write_prompts,
 )
 from perf.cpu_by_process import cpu_seconds
+from perf.headline.rounds import ratio_interval
 
 KINDS = "dpgbnc"
 SLICE_S = 0.0003  # the burner's busy slice
@@ -116,6 +118,36 @@ def direct_a_a(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """The A/A reading: the (d) windows judged as the others are (paired with a_a; pure)."""
     mine = [row["ratio"] for row in paired(rows, a_a=True)]
     return {"windows": len(mine), **_spread(mine)}
+
+
+def pooled(runs: list[list[dict[str, Any]]], kind: str, key: str = "engine_tps") -> dict[str, Any]:
+    """One kind's windows over several runs, each judged within its own run (kind d: the A/A
+    case), as one geometric mean with a t interval on the logarithms (the headline's paired
+    rounds' ratio_interval; pure)."""
+    ratios = [
+        row["ratio"]
+        for rows in runs
+        for row in paired(rows, a_a=kind == "d", key=key)
+        if row["kind"] == kind
+    ]
+    centre, interval = ratio_interval(ratios)
+    return {"kind": kind, "key": key, "windows": len(ratios), "ratio": centre,
+            "interval": list(interval) if interval else None}  # fmt: skip
+
+
+def _pool_main(argv: list[str]) -> int:
+    what = "pool one kind's windows over runs' --json records"
+    p = argparse.ArgumentParser(prog="python -m perf.engine_windows pool", description=what)
+    p.add_argument("records", nargs="+", type=Path)
+    p.add_argument("--kind", required=True, choices=list(KINDS))
+    p.add_argument("--key", default="engine_tps", choices=list(RATES))
+    args = p.parse_args(argv)
+    try:
+        runs = [json.loads(path.read_text(encoding="utf-8"))["windows"] for path in args.records]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        p.error(f"not a perf.engine_windows record: {exc}")
+    print(json.dumps(pooled(runs, args.kind, args.key)))
+    return 0
 
 
 def _spread(ratios: list[float]) -> dict[str, Any]:
@@ -232,6 +264,8 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["burn"]:
         burn(float(argv[1]))
         return 0
+    if argv[:1] == ["pool"]:
+        return _pool_main(argv[1:])
     args = parser().parse_args(argv)
     bad = sorted(set(args.order) - set(KINDS))
     if bad or not args.order or not 0 < args.burn < 1 or args.cap < 1:

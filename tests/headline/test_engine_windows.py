@@ -5,12 +5,17 @@ figure from the same counter (console/bench/headline/telemetry.py `counter_rate`
 from __future__ import annotations
 
 import argparse
+import json
 import math
+import re
+from pathlib import Path
 
 import pytest
 
 from console.bench.headline.telemetry import counter_rate
 from perf import engine_windows
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_counter_rate_reads_the_rise_between_the_first_and_last_point_in_the_window() -> None:
@@ -127,3 +132,55 @@ def test_a_run_against_the_simulator_reads_the_engine_in_every_window(tmp_path) 
     assert (tmp_path / "gateway-tiers.json").is_file()  # the gateway window had its gateway
     assert (tmp_path / "relay-relay.log").is_file()
     assert (tmp_path / "nginx-nginx" / "nginx.conf").is_file()  # and the nginx window nginx
+
+
+def test_pooled_windows_are_judged_within_their_own_runs() -> None:
+    runs = [
+        [_row("d", 1000), _row("n", 900), _row("d", 1000)],
+        [_row("d", 2000), _row("n", 1600), _row("d", 2000)],  # a faster run, a larger loss
+    ]
+    out = engine_windows.pooled(runs, "n")
+    assert out["windows"] == 2
+    assert out["ratio"] == pytest.approx(math.sqrt(0.9 * 0.8))
+    low, high = out["interval"]
+    assert low < out["ratio"] < high
+    a_a = engine_windows.pooled(runs, "d")  # every direct window against its neighbours
+    assert a_a["windows"] == 4 and a_a["ratio"] == pytest.approx(1.0)
+    assert engine_windows.pooled(runs, "g") == {
+        "kind": "g", "key": "engine_tps", "windows": 0, "ratio": None, "interval": None,
+    }  # fmt: skip
+
+
+def test_pool_refuses_what_is_not_a_record(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "other.json").write_text('{"rounds": []}')
+    for argv in (["pool", str(tmp_path / "missing.json"), "--kind", "n"],
+                 ["pool", str(tmp_path / "other.json"), "--kind", "n"],
+                 ["pool", str(tmp_path / "other.json"), "--kind", "x"]):  # fmt: skip
+        with pytest.raises(SystemExit) as exit_:
+            engine_windows.main(argv)
+        assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("not a perf.engine_windows record") == 2
+    assert "invalid choice: 'x'" in err
+
+
+def test_every_documented_window_pool_prints_what_the_docs_say() -> None:
+    """docs/performance.md's `perf.engine_windows pool` commands, run on the committed
+    records, give the figures written under them."""
+    text = (ROOT / "docs" / "performance.md").read_text(encoding="utf-8")
+    found = re.findall(
+        r"-m perf\.engine_windows pool (.+)\n\s*# gives x([\d.]+) \(x([\d.]+)-x([\d.]+)\), "
+        r"(\d+) windows",
+        text,
+    )
+    assert len(found) >= 7
+    for command, ratio, low, high, windows in found:
+        argv = command.split()
+        kind = argv[argv.index("--kind") + 1]
+        key = argv[argv.index("--key") + 1] if "--key" in argv else "engine_tps"
+        files = [a for a in argv if a.endswith(".json")]
+        runs = [json.loads((ROOT / f).read_text())["windows"] for f in files]
+        out = engine_windows.pooled(runs, kind, key)
+        assert f"{out['ratio']:.3f}" == ratio, command
+        assert [f"{v:.3f}" for v in out["interval"]] == [low, high], command
+        assert out["windows"] == int(windows), command
