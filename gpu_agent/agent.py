@@ -18,6 +18,7 @@ from prometheus_client import CollectorRegistry
 
 from gpu_agent import __version__
 from gpu_agent.config import AgentOptions
+from gpu_agent.core_keeper import CoreKeeper
 from gpu_agent.keys import GatewayKey, KeysError, KeyStore, load_keys_file
 from gpu_agent.metrics import AgentCollector, ControlCollector, GatewayMetrics
 from gpu_agent.nvml import NvmlReader
@@ -113,6 +114,11 @@ class Agent:
         self._upstream: UpstreamPool | None = None
         self._engine_task: asyncio.Task[None] | None = None
         self.reconciler: Any = None  # gpu_agent.reconciler.Reconciler in console mode
+        self.core_keeper = CoreKeeper(
+            (lambda: supervisor.pid) if supervisor is not None else None,
+            lambda: self.engine_url,
+            enabled=options.keep_off_engine_cores,
+        )
 
     # -- facts read on the hot path -------------------------------------------------------
 
@@ -257,6 +263,7 @@ class Agent:
         if self.supervisor is not None:
             self._engine_task = asyncio.create_task(self._start_engine())
         self.telemetry.start()
+        self.core_keeper.start()
         if self.reconciler is not None:
             self.reconciler.start()
         if self.trace is not None:
@@ -290,6 +297,7 @@ class Agent:
             await self.reconciler.aclose()
         await self.driver.aclose()
         await self.telemetry.aclose()
+        await self.core_keeper.aclose()
         if self.trace is not None:
             await self.trace.aclose()
         if self._engine_task is not None:
@@ -324,6 +332,10 @@ class Agent:
             "args": self.supervisor.args if self.supervisor is not None else {},
             "version": report.get("version") if report else None,
             "report_digest": report["digest"] if report else None,
+            # Set where a CPU vLLM's OpenMP threads leave the agent no core (gpu_agent.cores).
+            "cores_warning": self.supervisor.cores["warning"]
+            if self.supervisor is not None and self.supervisor.cores is not None
+            else None,
         }
 
     def status(self) -> dict[str, Any]:
@@ -366,5 +378,11 @@ class Agent:
                 **self.engine_info(),
                 "pid": self.supervisor.pid if self.supervisor else None,
                 "refuses_priority": self.engine_refuses_priority,
+            },
+            # Where the engine's threads are bound and where the agent keeps (gpu_agent.cores):
+            # `binding` is what the managed engine's environment asks of vLLM's CPU build.
+            "cores": {
+                "binding": self.supervisor.cores if self.supervisor else None,
+                **self.core_keeper.report(),
             },
         }

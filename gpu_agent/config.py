@@ -46,6 +46,7 @@ class AgentOptions:
     log_level: str = "info"
     engine_start_timeout_s: float = 300.0
     engine_nice: int = DEFAULT_ENGINE_NICE
+    keep_off_engine_cores: bool = True
     upstream_connect_timeout_s: float = 5.0
     upstream_read_timeout_s: float = 600.0
     upstream_pool_size: int = 1024
@@ -148,6 +149,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--engine-start-timeout", type=_positive_float, default=300.0, metavar="SECONDS"
     )
     parser.add_argument(
+        "--keep-off-engine-cores",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="keep the agent's threads off the cores the engine's threads are bound to one "
+        "each (vLLM's CPU build binds its OpenMP threads so), where the agent has others "
+        "(default on; the managed engine, or in attached mode the local one on the engine's "
+        "port)",
+    )
+    parser.add_argument(
         "--engine-nice",
         type=int,
         choices=range(20),
@@ -233,6 +243,7 @@ def parse_args(argv: list[str] | None = None) -> AgentOptions:
         log_level=ns.log_level,
         engine_start_timeout_s=ns.engine_start_timeout,
         engine_nice=ns.engine_nice,
+        keep_off_engine_cores=ns.keep_off_engine_cores,
         upstream_read_timeout_s=ns.upstream_read_timeout,
         upstream_pool_size=ns.upstream_pool_size,
         client_write_timeout_s=ns.client_write_timeout,

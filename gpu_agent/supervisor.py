@@ -28,6 +28,7 @@ from typing import Any
 
 import httpx
 
+from gpu_agent.cores import engine_cores
 from gpu_agent.engine_report import interpreter_of, probe_engine
 
 log = logging.getLogger("gpu_agent.supervisor")
@@ -189,6 +190,9 @@ class EngineSupervisor:
         self.report: dict[str, Any] | None = None
         self._report_of: tuple[str, str] | None = None
         self._report_task: asyncio.Task[None] | None = None
+        # Where vLLM's CPU build will bind its OpenMP threads, read from the environment the
+        # engine inherits (gpu_agent.cores); None for the simulator, which has none.
+        self.cores = None if simulate else engine_cores(os.environ, os.sched_getaffinity(0))
 
     @property
     def argv(self) -> list[str]:
@@ -219,6 +223,8 @@ class EngineSupervisor:
         return self._args
 
     async def start(self) -> None:
+        if self.cores is not None and self.cores["warning"]:
+            log.warning("engine cores: %s", self.cores["warning"])
         self._refresh_report(self.argv)
         async with self._lock:
             await self._start(self.argv)

@@ -12,6 +12,8 @@ through the window's path:
     d  straight to the engine (the client sends each tier's priority)
     p  through the bare relay (python -m gpu_agent.relay_floor), the client sends priority
     g  through the gateway, the seed's tier config verbatim
+    f  through the gateway as (g), told not to keep off the cores vLLM's OpenMP threads are
+       bound to (`--no-keep-off-engine-cores`): its threads float over every core
     b  straight to the engine, with a burner beside it: a process at the gateway's priority
        that spins `--burn` of one core in 0.3 ms slices and touches no traffic
     n  through nginx (Debian's), a compiled pass-through, the client sends priority: the
@@ -26,7 +28,9 @@ the engine did, whatever reached the client. Beside it, the tokens it computed i
 (prefill and generated) and its steps per second, from `vllm:iteration_tokens_total`. The
 engine's speed drifts over minutes, so each window that is not (d) is judged against the mean
 of the nearest (d) before and after it.
-`--engine-cores shared` leaves vLLM's threads on every core, as on a node (perf.headline's).
+`--engine-cores shared` binds vLLM's threads to every core; `auto` leaves vLLM its own default
+binding, every core but one it reserves; `own` pins it to core 0 and the rest off it
+(tools.vllm_env.LAYOUTS, as perf.headline's).
 """
 
 from __future__ import annotations
@@ -36,7 +40,6 @@ import asyncio
 import contextlib
 import json
 import math
-import os
 import statistics
 import subprocess
 import sys
@@ -61,8 +64,9 @@ from console.bench.headline.workload import (
 )
 from perf.cpu_by_process import cpu_seconds
 from perf.headline.rounds import ratio_interval
+from tools.vllm_env import LAYOUTS, use_layout
 
-KINDS = "dpgbnc"
+KINDS = "dpgbncf"
 SLICE_S = 0.0003  # the burner's busy slice
 
 
@@ -190,20 +194,24 @@ def run(args: argparse.Namespace, log: Any = print) -> list[dict[str, Any]]:
     if args.engine == "vllm":
         from perf.headline.__main__ import dev_vllm
 
-        if args.engine_cores == "shared":
-            os.environ["TIERGATE_VLLM_CPUS"] = ",".join(map(str, sorted(os.sched_getaffinity(0))))
+        use_layout(args.engine_cores)
         vllm = dev_vllm(args.engine_nice)
     rows: list[dict[str, Any]] = []
     with contextlib.ExitStack() as stack:
         engine = stack.enter_context(run_engine(MODEL, flags, workdir, "engine", vllm))
-        relay = gateway = nginx = None
+        relay = gateway = nginx = floating = None
         if "n" in args.order:
             nginx = stack.enter_context(run_nginx(engine, workdir, "nginx"))
         if "p" in args.order:
             relay = stack.enter_context(run_relay(engine, workdir, "relay"))
         if "g" in args.order:
             gateway = stack.enter_context(run_gateway(engine, SEED_TIER_CONFIG, workdir, "gateway"))
-        targets = {"d": engine, "b": engine, "c": engine, "p": relay, "g": gateway, "n": nginx}
+        if "f" in args.order:
+            floating = stack.enter_context(run_gateway(
+                engine, SEED_TIER_CONFIG, workdir, "floating", flags=["--no-keep-off-engine-cores"]
+            ))  # fmt: skip
+        targets = {"d": engine, "b": engine, "c": engine, "p": relay, "g": gateway, "n": nginx,
+                   "f": floating}  # fmt: skip
         for i, kind in enumerate(args.order):
             target = targets[kind]
             assert target is not None  # each kind in the order has its process, started above
@@ -216,8 +224,8 @@ def run(args: argparse.Namespace, log: Any = print) -> list[dict[str, Any]]:
                 duration_s=args.duration,
                 warmup_s=args.warmup,
                 seed=args.seed + i,
-                api_key=GATEWAY_KEY if kind == "g" else None,
-                tier_priority=None if kind == "g" else TIER_PRIORITY,
+                api_key=GATEWAY_KEY if kind in "gf" else None,
+                tier_priority=None if kind in "gf" else TIER_PRIORITY,
             )
             with _burner(args.burn) if kind == "b" else contextlib.nullcontext() as pid:
                 cpu0, t0 = (cpu_seconds(pid) or 0.0, time.time()) if pid else (0.0, 0.0)
@@ -245,7 +253,7 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m perf.engine_windows", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     p.add_argument("--engine", choices=("sim", "vllm"), default="vllm")
-    p.add_argument("--engine-cores", choices=("own", "shared"), default="shared")
+    p.add_argument("--engine-cores", choices=LAYOUTS, default="shared")
     p.add_argument("--engine-nice", type=int, default=10, help="as perf.headline's")
     p.add_argument("--order", default="dpgbpgbd", help=f"one letter per window, of {KINDS}")
     p.add_argument("--rate", type=float, default=32.0, help="requests per second")

@@ -127,6 +127,26 @@ def require() -> Path:
     return python()
 
 
+# Where a benchmark's vLLM runs (`--engine-cores` of perf.headline and perf.engine_windows):
+# - own: vLLM and its OpenMP threads on core 0, the load generator and the gateway on the rest;
+# - shared: one OpenMP thread bound to every core, nothing else pinned;
+# - auto: vLLM's own default (VLLM_CPU_OMP_THREADS_BIND=auto, vllm/utils/ompmultiprocessing.py):
+#   its OpenMP threads on every core but those it reserves for its other processes (one a rank
+#   on x86 and Arm), nothing pinned by us: the agent shares the reserved core with vLLM's API
+#   server and engine-core process.
+LAYOUTS = ("own", "shared", "auto")
+
+
+def use_layout(layout: str) -> None:
+    """Set TIERGATE_VLLM_CPUS for `layout` (LAYOUTS); "own" keeps engine_cpus()' default."""
+    if layout not in LAYOUTS:
+        raise ValueError(f"engine cores: {layout!r} is not one of {', '.join(LAYOUTS)}")
+    if layout == "shared":
+        os.environ["TIERGATE_VLLM_CPUS"] = ",".join(map(str, sorted(os.sched_getaffinity(0))))
+    elif layout == "auto":
+        os.environ["TIERGATE_VLLM_CPUS"] = ""
+
+
 def engine_cpus() -> str:
     """Core 0 for vLLM when there is more than one, so clients and the gateway get the rest;
     TIERGATE_VLLM_CPUS, when set, names them instead (empty: no pinning)."""

@@ -89,6 +89,8 @@ class EngineIn(_In):
     version: str | None = Field(default=None, max_length=100)
     report_digest: str | None = Field(default=None, max_length=64)
     report: EngineReportIn | None = None
+    # The agent's word where a CPU vLLM's OpenMP threads hold every core (gpu_agent.cores).
+    cores_warning: str | None = Field(default=None, max_length=1000)
 
 
 class GpuIn(_In):

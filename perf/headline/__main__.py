@@ -27,6 +27,7 @@ from console.bench.headline.procs import VllmEngine
 from console.bench.headline.report import render
 from console.bench.headline.workload import VLLM_HARDWARE
 from perf.headline.rounds import render_judgement, render_steady, run_rounds
+from tools.vllm_env import LAYOUTS, use_layout
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -38,10 +39,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_vllm_arguments(p)
     p.add_argument(
         "--engine-cores",
-        choices=("own", "shared"),
+        choices=LAYOUTS,
         default="own",
-        help="--engine vllm: vLLM on core 0, gateway and client on the others (own), or "
-        "vLLM's threads, the gateway and the client all on every core (shared)",
+        help="--engine vllm: vLLM on core 0, gateway and client on the others (own); vLLM's "
+        "threads, the gateway and the client all on every core (shared); or vLLM's own default "
+        "binding, its threads on all cores but one it reserves, nothing else pinned (auto)",
     )
     p.add_argument(
         "--rounds",
@@ -99,9 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         problem = f"--reference {args.reference}: not among --arms {args.arms}"
     if problem:
         parser.error(problem)
-    if args.engine_cores == "shared":
-        # tools/vllm_env.engine_cpus: vLLM binds a thread to each core; nothing else is pinned.
-        os.environ["TIERGATE_VLLM_CPUS"] = ",".join(str(c) for c in sorted(os.sched_getaffinity(0)))
+    use_layout(args.engine_cores)
     vllm = dev_vllm(args.engine_nice) if args.engine == "vllm" and not args.vllm_model else None
     options = options_from_args(args, [sys.executable, "-m", "perf.headline", *argv], vllm)
     if args.rounds > 1:

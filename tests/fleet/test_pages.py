@@ -327,3 +327,20 @@ def test_an_admin_edits_a_nodes_labels_on_its_page(admin_user: Any, operator: An
     other = Client()
     other.force_login(operator)
     assert other.post(f"/fleet/nodes/{node.pk}/labels/", {"labels": "x"}).status_code == 403
+
+
+def test_the_node_card_shows_the_agents_word_on_the_engines_cores(
+    viewer: Any, node_and_token: Any
+) -> None:
+    node, token = node_and_token
+    engine = beat()["engine"]
+    warning = "VLLM_CPU_OMP_THREADS_BIND='0-3' leaves the agent none of its cores 0,1,2,3: <x>"
+    post_beat(Client(), token, beat(engine={**engine, "cores_warning": warning}))
+    card = browser(viewer).get(f"/fleet/nodes/{node.pk}/status/").content.decode()
+    assert 'id="engine-cores-warning"' in card
+    assert "none of its cores 0,1,2,3: &lt;x&gt;" in card  # escaped, as any agent text
+    post_beat(Client(), token, beat(engine={**engine, "cores_warning": None}))
+    card = browser(viewer).get(f"/fleet/nodes/{node.pk}/status/").content.decode()
+    assert "engine-cores-warning" not in card
+    too_long = post_beat(Client(), token, beat(engine={**engine, "cores_warning": "x" * 1001}))
+    assert too_long.status_code == 400 and "cores_warning" in too_long.content.decode()

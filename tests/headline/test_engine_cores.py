@@ -37,6 +37,22 @@ def test_shared_cores_are_read_from_the_environment(
         build_parser().parse_args(["--engine-cores", "half"])
 
 
+@pytest.mark.parametrize("layout", vllm_env.LAYOUTS)
+def test_each_layout_sets_the_cores_the_shim_binds(
+    monkeypatch: pytest.MonkeyPatch, layout: str
+) -> None:
+    monkeypatch.delenv("TIERGATE_VLLM_CPUS", raising=False)
+    vllm_env.use_layout(layout)
+    every = ",".join(map(str, sorted(os.sched_getaffinity(0))))
+    default = "0" if (os.cpu_count() or 1) > 1 else ""
+    assert vllm_env.engine_cpus() == {"own": default, "shared": every, "auto": ""}[layout]
+    # auto: the shim pins nothing and leaves VLLM_CPU_OMP_THREADS_BIND unset, so vLLM binds its
+    # OpenMP threads itself (its default "auto": every core but the ones it reserves).
+    assert build_parser().parse_args(["--engine-cores", layout]).engine_cores == layout
+    with pytest.raises(ValueError, match="one of own, shared, auto"):
+        vllm_env.use_layout("half")
+
+
 def test_the_benchmark_nices_vllm_as_the_agent_does() -> None:
     assert ENGINE_NICE == DEFAULT_ENGINE_NICE
     vllm = ["--engine", "vllm", "--vllm-model", "m"]

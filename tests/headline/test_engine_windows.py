@@ -115,11 +115,11 @@ def test_a_run_against_the_simulator_reads_the_engine_in_every_window(tmp_path) 
     the burner and the load generator (open loop, and closed at the cap); every window gets
     the engine's own figures."""
     args = argparse.Namespace(
-        engine="sim", engine_cores="shared", engine_nice=0, order="dpgbcn", rate=12.0,
+        engine="sim", engine_cores="shared", engine_nice=0, order="dpgbcnf", rate=12.0,
         duration=2.0, warmup=1.0, burn=0.2, cap=4, seed=1, workdir=str(tmp_path),
     )  # fmt: skip
     rows = engine_windows.run(args, log=lambda line: None)
-    assert [r["kind"] for r in rows] == list("dpgbcn")
+    assert [r["kind"] for r in rows] == list("dpgbcnf")
     for row in rows:
         assert row["engine_tps"] and row["engine_tps"] > 0, row
         assert row["computed_tps"] > row["engine_tps"], row  # and the prompts' prefill
@@ -132,6 +132,7 @@ def test_a_run_against_the_simulator_reads_the_engine_in_every_window(tmp_path) 
     assert (tmp_path / "gateway-tiers.json").is_file()  # the gateway window had its gateway
     assert (tmp_path / "relay-relay.log").is_file()
     assert (tmp_path / "nginx-nginx" / "nginx.conf").is_file()  # and the nginx window nginx
+    assert (tmp_path / "floating-tiers.json").is_file()  # (f) had a gateway of its own
 
 
 def test_pooled_windows_are_judged_within_their_own_runs() -> None:

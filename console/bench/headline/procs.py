@@ -179,8 +179,10 @@ def run_gateway(
     name: str,
     source: Path = ROOT,
     trace: bool = False,
+    flags: Sequence[str] = (),
 ) -> Iterator[str]:
     """The agent in standalone mode in front of `engine_url`; one all-tier key (GATEWAY_KEY).
+    `flags`: more of the agent's command-line flags.
     `source`: the folder its packages come from (gateway_source: another revision's);
     `trace`: its `--trace` to NAME-gateway-trace.jsonl in `workdir` (gpu_agent.trace)."""
     workdir = workdir.resolve()
@@ -203,6 +205,7 @@ def run_gateway(
     ]  # fmt: skip
     if trace:
         argv += ["--trace", str(gateway_trace_path(workdir, name))]
+    argv += flags
     url = f"http://127.0.0.1:{port}"
     with _process(argv, workdir / f"{name}-gateway.log", url, 30, cwd=source) as u:
         yield u
