@@ -21,7 +21,7 @@ log = logging.getLogger("gpu_agent.cores")
 
 CHECK_S = 10.0
 FIRST_CHECK_S = 2.0
-LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
+LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")  # urlsplit's hostname, brackets dropped
 
 
 class CoreKeeper:
