@@ -52,6 +52,7 @@ import httpx
 
 from console.bench.headline import telemetry
 from console.bench.headline.arms import drive
+from console.bench.headline.options import ENGINE_NICE
 from console.bench.headline.procs import GATEWAY_KEY, run_engine, run_gateway, run_nginx, run_relay
 from console.bench.headline.workload import (
     MODEL,
@@ -254,7 +255,7 @@ def parser() -> argparse.ArgumentParser:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     p.add_argument("--engine", choices=("sim", "vllm"), default="vllm")
     p.add_argument("--engine-cores", choices=LAYOUTS, default="shared")
-    p.add_argument("--engine-nice", type=int, default=10, help="as perf.headline's")
+    p.add_argument("--engine-nice", type=int, default=ENGINE_NICE, help="as perf.headline's")
     p.add_argument("--order", default="dpgbpgbd", help=f"one letter per window, of {KINDS}")
     p.add_argument("--rate", type=float, default=32.0, help="requests per second")
     p.add_argument("--duration", type=float, default=20.0, help="measured seconds a window")

@@ -23,6 +23,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from console.bench.headline.arms import drive
+from console.bench.headline.options import ENGINE_NICE
 from console.bench.headline.procs import GATEWAY_KEY, run_engine, run_gateway
 from console.bench.headline.workload import (
     MODEL,
@@ -32,7 +33,8 @@ from console.bench.headline.workload import (
     records_needed,
     write_prompts,
 )
-from perf.cpu_by_process import cpu_seconds, label
+from gpu_agent.cores import listening_pid
+from perf.cpu_by_process import cpu_seconds
 
 LOOP = "the event loop (C)"
 PLACES = ("scheduler/", "gpu_agent/", "uvicorn/", "starlette/", "httpx/", "prometheus_client/")
@@ -67,15 +69,6 @@ def shares(raw: Iterable[str]) -> dict[str, float]:
     return {k: v / total for k, v in counts.most_common()} if total else {}
 
 
-def _gateway_pid(port: int) -> int:
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit() and label(int(proc.name)) == "gateway":
-            cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            if f"127.0.0.1:{port}" in cmd:
-                return int(proc.name)
-    raise RuntimeError(f"no gateway process listening on port {port}")
-
-
 def run(args: argparse.Namespace) -> dict[str, object]:
     spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
     workdir = Path(args.workdir)
@@ -86,14 +79,16 @@ def run(args: argparse.Namespace) -> dict[str, object]:
     if args.engine == "vllm":
         from perf.headline.__main__ import dev_vllm
 
-        vllm = dev_vllm(10)
+        vllm = dev_vllm(ENGINE_NICE)
     flags = engine_flags("priority", 1.0, 1, args.engine)
     raw = workdir / "gateway-py-spy.txt"
     with (
         run_engine(MODEL, flags, workdir, "engine", vllm) as engine,
         run_gateway(engine, SEED_TIER_CONFIG, workdir, "gateway") as gateway,
     ):
-        pid = _gateway_pid(int(gateway.rsplit(":", 1)[1]))
+        pid = listening_pid(int(gateway.rsplit(":", 1)[1]))
+        if pid is None:
+            raise RuntimeError(f"no process listening at {gateway}")
         record = [spy, "record", "-p", str(pid), "-r", "200", "-f", "raw", "--nonblocking"]
         record += ["-d", str(int(args.duration + args.warmup)), "-o", str(raw)]
         profiler = subprocess.Popen(record, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
