@@ -30,7 +30,10 @@ engine's speed drifts over minutes, so each window that is not (d) is judged aga
 of the nearest (d) before and after it.
 `--engine-cores shared` binds vLLM's threads to every core; `auto` leaves vLLM its own default
 binding, every core but one it reserves; `own` pins it to core 0 and the rest off it
-(tools.vllm_env.LAYOUTS, as perf.headline's).
+(tools.vllm_env.LAYOUTS, as perf.headline's). `--client-off-engine-cores` then moves this
+process, the load generator, off the cores the engine's threads are bound to, as the agent
+keeps off them: on a node the clients are elsewhere, and here they need not land on the
+engine's OpenMP core.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ import asyncio
 import contextlib
 import json
 import math
+import os
 import statistics
 import subprocess
 import sys
@@ -63,6 +67,7 @@ from console.bench.headline.workload import (
     records_needed,
     write_prompts,
 )
+from gpu_agent import cores
 from perf.cpu_by_process import cpu_seconds
 from perf.headline.rounds import ratio_interval
 from tools.vllm_env import LAYOUTS, use_layout
@@ -211,6 +216,7 @@ def run(args: argparse.Namespace, log: Any = print) -> list[dict[str, Any]]:
             floating = stack.enter_context(run_gateway(
                 engine, SEED_TIER_CONFIG, workdir, "floating", flags=["--no-keep-off-engine-cores"]
             ))  # fmt: skip
+        client_cpus = _fence_client(engine) if args.client_off_engine_cores else None
         targets = {"d": engine, "b": engine, "c": engine, "p": relay, "g": gateway, "n": nginx,
                    "f": floating}  # fmt: skip
         for i, kind in enumerate(args.order):
@@ -243,6 +249,7 @@ def run(args: argparse.Namespace, log: Any = print) -> list[dict[str, Any]]:
                 "engine_waiting_mean": engine_figures["engine_waiting"]["mean"],
                 "completed": (result.summary.get("overall") or {}).get("completed"),
                 "burner_cores": burnt,
+                "client_cpus": client_cpus,
             }
             log(json.dumps(row))
             rows.append(row)
@@ -250,11 +257,26 @@ def run(args: argparse.Namespace, log: Any = print) -> list[dict[str, Any]]:
     return rows
 
 
+def _fence_client(engine_url: str) -> list[int]:
+    """Pin this process (the load generator) to its cores less those the engine's threads are
+    bound to, one core each (gpu_agent.cores); the cores it is left on."""
+    pid = cores.listening_pid(int(engine_url.rsplit(":", 1)[1]))
+    bound = cores.bound_cores(pid) if pid is not None else set()
+    left = cores.keep_off(os.sched_getaffinity(0), bound)
+    cores.pin_this_process(left)
+    return sorted(left)
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m perf.engine_windows", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     p.add_argument("--engine", choices=("sim", "vllm"), default="vllm")
     p.add_argument("--engine-cores", choices=LAYOUTS, default="shared")
+    p.add_argument(
+        "--client-off-engine-cores",
+        action="store_true",
+        help="keep the load generator off the cores the engine's threads are bound to",
+    )
     p.add_argument("--engine-nice", type=int, default=ENGINE_NICE, help="as perf.headline's")
     p.add_argument("--order", default="dpgbpgbd", help=f"one letter per window, of {KINDS}")
     p.add_argument("--rate", type=float, default=32.0, help="requests per second")

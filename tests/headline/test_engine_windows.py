@@ -7,13 +7,19 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from console.bench.headline.telemetry import counter_rate
+from gpu_agent.cores import pin_this_process
+from gpu_agent.sim.testing import free_port
 from perf import engine_windows
+from tests.waiting import wait_answering
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -117,6 +123,7 @@ def test_a_run_against_the_simulator_reads_the_engine_in_every_window(tmp_path) 
     args = argparse.Namespace(
         engine="sim", engine_cores="shared", engine_nice=0, order="dpgbcnf", rate=12.0,
         duration=2.0, warmup=1.0, burn=0.2, cap=4, seed=1, workdir=str(tmp_path),
+        client_off_engine_cores=False,
     )  # fmt: skip
     rows = engine_windows.run(args, log=lambda line: None)
     assert [r["kind"] for r in rows] == list("dpgbcnf")
@@ -133,6 +140,29 @@ def test_a_run_against_the_simulator_reads_the_engine_in_every_window(tmp_path) 
     assert (tmp_path / "relay-relay.log").is_file()
     assert (tmp_path / "nginx-nginx" / "nginx.conf").is_file()  # and the nginx window nginx
     assert (tmp_path / "floating-tiers.json").is_file()  # (f) had a gateway of its own
+    assert {r["client_cpus"] for r in rows} == {None}  # the client was left where it was
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs a core the engine is not on")
+def test_the_client_is_moved_off_the_cores_the_engine_is_bound_to() -> None:
+    """--client-off-engine-cores: a local engine (a real process on a port, its thread bound
+    to the first core, as vLLM binds its OpenMP threads) leaves the load generator the rest."""
+    own = os.sched_getaffinity(0)
+    first, port = min(own), free_port()
+    engine = subprocess.Popen(
+        ["taskset", "-c", str(first), sys.executable, "-m", "http.server", str(port),
+         "--bind", "127.0.0.1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        wait_answering(f"http://127.0.0.1:{port}/")
+        left = engine_windows._fence_client(f"http://127.0.0.1:{port}")
+        assert left == sorted(own - {first})
+        assert os.sched_getaffinity(0) == own - {first}
+    finally:
+        pin_this_process(own)
+        engine.kill()
+        engine.wait()
+    assert os.sched_getaffinity(0) == own
 
 
 def test_pooled_windows_are_judged_within_their_own_runs() -> None:
