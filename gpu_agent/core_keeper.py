@@ -13,15 +13,13 @@ import logging
 import os
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import urlsplit
 
-from gpu_agent.cores import bound_cores, keep_off, listening_pid, pin_this_process, span
+from gpu_agent.cores import bound_cores, keep_off, local_listener, pin_this_process, span
 
 log = logging.getLogger("gpu_agent.cores")
 
 CHECK_S = 10.0
 FIRST_CHECK_S = 2.0
-LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")  # urlsplit's hostname, brackets dropped
 
 
 class CoreKeeper:
@@ -53,10 +51,7 @@ class CoreKeeper:
             return self._engine_pid()
         if self._attached_pid is not None and os.path.exists(f"/proc/{self._attached_pid}"):
             return self._attached_pid
-        url = urlsplit(self._engine_url())
-        if url.hostname not in LOCAL_HOSTS or url.port is None:
-            return None
-        self._attached_pid = listening_pid(url.port)
+        self._attached_pid = local_listener(self._engine_url())
         return self._attached_pid
 
     def check(self) -> None:

@@ -20,6 +20,7 @@ import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 BIND = "VLLM_CPU_OMP_THREADS_BIND"
 RESERVED = "VLLM_CPU_NUM_OF_RESERVED_CPU"
@@ -155,6 +156,18 @@ def listening_pid(port: int, proc: Path = PROC) -> int | None:
                 if os.readlink(proc / entry / "fd" / fd) in inodes:
                     return int(entry)
     return None
+
+
+LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")  # urlsplit's hostname, brackets dropped
+
+
+def local_listener(url: str, proc: Path = PROC) -> int | None:
+    """The process on this machine serving `url`, None where the URL names another host or
+    nobody of ours listens on its port."""
+    parts = urlsplit(url)
+    if parts.hostname not in LOCAL_HOSTS or parts.port is None:
+        return None
+    return listening_pid(parts.port, proc)
 
 
 def keep_off(own: set[int], bound: set[int]) -> set[int]:

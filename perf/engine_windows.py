@@ -51,7 +51,6 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx
 
@@ -261,7 +260,7 @@ def run(args: argparse.Namespace, log: Any = print) -> list[dict[str, Any]]:
 def _fence_client(engine_url: str) -> list[int]:
     """Pin this process (the load generator) to its cores less those the engine's threads are
     bound to, one core each (gpu_agent.cores); the cores it is left on."""
-    pid = cores.listening_pid(urlsplit(engine_url).port or 80)
+    pid = cores.local_listener(engine_url)
     bound = cores.bound_cores(pid) if pid is not None else set()
     left = cores.keep_off(os.sched_getaffinity(0), bound)
     cores.pin_this_process(left)

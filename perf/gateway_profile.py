@@ -33,7 +33,7 @@ from console.bench.headline.workload import (
     records_needed,
     write_prompts,
 )
-from gpu_agent.cores import listening_pid
+from gpu_agent.cores import local_listener
 from perf.cpu_by_process import cpu_seconds
 
 LOOP = "the event loop (C)"
@@ -86,7 +86,7 @@ def run(args: argparse.Namespace) -> dict[str, object]:
         run_engine(MODEL, flags, workdir, "engine", vllm) as engine,
         run_gateway(engine, SEED_TIER_CONFIG, workdir, "gateway") as gateway,
     ):
-        pid = listening_pid(int(gateway.rsplit(":", 1)[1]))
+        pid = local_listener(gateway)
         if pid is None:
             raise RuntimeError(f"no process listening at {gateway}")
         record = [spy, "record", "-p", str(pid), "-r", "200", "-f", "raw", "--nonblocking"]

@@ -14,7 +14,14 @@ from pathlib import Path
 import pytest
 
 from gpu_agent.core_keeper import FIRST_CHECK_S
-from gpu_agent.cores import bound_cores, cpus_allowed, keep_off, listening_pid, process_tree
+from gpu_agent.cores import (
+    bound_cores,
+    cpus_allowed,
+    keep_off,
+    listening_pid,
+    local_listener,
+    process_tree,
+)
 from gpu_agent.sim.testing import free_port
 from gpu_agent.testing import start_agent_process
 from tests.agent.agent_helpers import NODE_TOKEN, standalone_args, tier_config
@@ -59,6 +66,10 @@ def test_the_listening_process_is_found_by_its_port() -> None:
         listener.bind(("127.0.0.1", 0))
         listener.listen()
         assert listening_pid(listener.getsockname()[1]) == os.getpid()
+        port = listener.getsockname()[1]
+        assert local_listener(f"http://127.0.0.1:{port}/v1") == os.getpid()
+        assert local_listener(f"http://gpu-node-7:{port}") is None  # another machine's
+        assert local_listener("http://127.0.0.1") is None  # no port to find it by
     assert listening_pid(free_port()) is None
 
 
