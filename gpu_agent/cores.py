@@ -177,7 +177,12 @@ def keep_off(own: set[int], bound: set[int]) -> set[int]:
 
 def pin_this_process(cpus: set[int]) -> None:
     """Every thread of this process on `cpus` (threads started later inherit it)."""
-    for task in _listdir(PROC / "self" / "task"):
+    pin_process("self", cpus)
+
+
+def pin_process(pid: int | str, cpus: set[int]) -> None:
+    """Every thread of process `pid` ("self": this one) on `cpus`."""
+    for task in _listdir(PROC / str(pid) / "task"):
         with contextlib.suppress(ProcessLookupError):
             os.sched_setaffinity(int(task), cpus)
 

@@ -14,6 +14,9 @@ through the window's path:
     g  through the gateway, the seed's tier config verbatim
     f  through the gateway as (g), told not to keep off the cores vLLM's OpenMP threads are
        bound to (`--no-keep-off-engine-cores`): its threads float over every core
+    j  through the gateway as (f), its threads pinned onto the cores vLLM's OpenMP threads
+       are bound to: the keeper's opposite, leaving the other cores to vLLM's API server and
+       engine-core process
     b  straight to the engine, with a burner beside it: a process at the gateway's priority
        that spins `--burn` of one core in 0.3 ms slices and touches no traffic
     n  through nginx (Debian's), a compiled pass-through, the client sends priority: the
@@ -33,7 +36,8 @@ binding, every core but one it reserves; `own` pins it to core 0 and the rest of
 (tools.vllm_env.LAYOUTS, as perf.headline's). `--client-off-engine-cores` then moves this
 process, the load generator, off the cores the engine's threads are bound to, as the agent
 keeps off them: on a node the clients are elsewhere, and here they need not land on the
-engine's OpenMP core.
+engine's OpenMP core. `--client-on-engine-cores` moves it onto those cores instead, as (j)
+does with the gateway.
 """
 
 from __future__ import annotations
@@ -72,7 +76,7 @@ from perf.cpu_by_process import cpu_seconds
 from perf.headline.rounds import ratio_interval
 from tools.vllm_env import LAYOUTS, use_layout
 
-KINDS = "dpgbncf"
+KINDS = "dpgbncfj"
 SLICE_S = 0.0003  # the burner's busy slice
 
 
@@ -205,7 +209,7 @@ def run(args: argparse.Namespace, log: Any = print) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     with contextlib.ExitStack() as stack:
         engine = stack.enter_context(run_engine(MODEL, flags, workdir, "engine", vllm))
-        relay = gateway = nginx = floating = None
+        relay = gateway = nginx = floating = joined = None
         if "n" in args.order:
             nginx = stack.enter_context(run_nginx(engine, workdir, "nginx"))
         if "p" in args.order:
@@ -216,9 +220,16 @@ def run(args: argparse.Namespace, log: Any = print) -> list[dict[str, Any]]:
             floating = stack.enter_context(run_gateway(
                 engine, SEED_TIER_CONFIG, workdir, "floating", flags=["--no-keep-off-engine-cores"]
             ))  # fmt: skip
-        client_cpus = _fence_client(engine) if args.client_off_engine_cores else None
+        if "j" in args.order:
+            joined = stack.enter_context(run_gateway(
+                engine, SEED_TIER_CONFIG, workdir, "joined", flags=["--no-keep-off-engine-cores"]
+            ))  # fmt: skip
+            _join_engine_cores(joined, engine)
+        client_cpus = None
+        if args.client_off_engine_cores or args.client_on_engine_cores:
+            client_cpus = _fence_client(engine, join=args.client_on_engine_cores)
         targets = {"d": engine, "b": engine, "c": engine, "p": relay, "g": gateway, "n": nginx,
-                   "f": floating}  # fmt: skip
+                   "f": floating, "j": joined}  # fmt: skip
         for i, kind in enumerate(args.order):
             target = targets[kind]
             assert target is not None  # each kind in the order has its process, started above
@@ -231,8 +242,8 @@ def run(args: argparse.Namespace, log: Any = print) -> list[dict[str, Any]]:
                 duration_s=args.duration,
                 warmup_s=args.warmup,
                 seed=args.seed + i,
-                api_key=GATEWAY_KEY if kind in "gf" else None,
-                tier_priority=None if kind in "gf" else TIER_PRIORITY,
+                api_key=GATEWAY_KEY if kind in "gfj" else None,
+                tier_priority=None if kind in "gfj" else TIER_PRIORITY,
             )
             with _burner(args.burn) if kind == "b" else contextlib.nullcontext() as pid:
                 cpu0, t0 = (cpu_seconds(pid) or 0.0, time.time()) if pid else (0.0, 0.0)
@@ -257,14 +268,30 @@ def run(args: argparse.Namespace, log: Any = print) -> list[dict[str, Any]]:
     return rows
 
 
-def _fence_client(engine_url: str) -> list[int]:
+def _fence_client(engine_url: str, join: bool = False) -> list[int]:
     """Pin this process (the load generator) to its cores less those the engine's threads are
-    bound to, one core each (gpu_agent.cores); the cores it is left on."""
-    pid = cores.local_listener(engine_url)
-    bound = cores.bound_cores(pid) if pid is not None else set()
-    left = cores.keep_off(os.sched_getaffinity(0), bound)
+    bound to, one core each (gpu_agent.cores), or with `join` onto those of them it may run
+    on; the cores it is left on (where the engine binds none, all of its own)."""
+    own = os.sched_getaffinity(0)
+    bound = _engine_bound(engine_url)
+    left = (own & bound or own) if join else cores.keep_off(own, bound)
     cores.pin_this_process(left)
     return sorted(left)
+
+
+def _join_engine_cores(gateway_url: str, engine_url: str) -> None:
+    """Pin the gateway serving `gateway_url` onto the cores the engine's threads are bound to
+    (none bound: left where it is)."""
+    gateway, bound = cores.local_listener(gateway_url), _engine_bound(engine_url)
+    if gateway is None:
+        raise RuntimeError(f"{gateway_url}: no local process listens there")
+    if bound:
+        cores.pin_process(gateway, bound)
+
+
+def _engine_bound(engine_url: str) -> set[int]:
+    pid = cores.local_listener(engine_url)
+    return cores.bound_cores(pid) if pid is not None else set()
 
 
 def parser() -> argparse.ArgumentParser:
@@ -272,10 +299,16 @@ def parser() -> argparse.ArgumentParser:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     p.add_argument("--engine", choices=("sim", "vllm"), default="vllm")
     p.add_argument("--engine-cores", choices=LAYOUTS, default="shared")
-    p.add_argument(
+    fence = p.add_mutually_exclusive_group()
+    fence.add_argument(
         "--client-off-engine-cores",
         action="store_true",
         help="keep the load generator off the cores the engine's threads are bound to",
+    )
+    fence.add_argument(
+        "--client-on-engine-cores",
+        action="store_true",
+        help="pin the load generator onto the cores the engine's threads are bound to",
     )
     p.add_argument("--engine-nice", type=int, default=ENGINE_NICE, help="as perf.headline's")
     p.add_argument("--order", default="dpgbpgbd", help=f"one letter per window, of {KINDS}")

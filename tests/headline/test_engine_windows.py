@@ -121,12 +121,12 @@ def test_a_run_against_the_simulator_reads_the_engine_in_every_window(tmp_path) 
     the burner and the load generator (open loop, and closed at the cap); every window gets
     the engine's own figures."""
     args = argparse.Namespace(
-        engine="sim", engine_cores="shared", engine_nice=0, order="dpgbcnf", rate=12.0,
+        engine="sim", engine_cores="shared", engine_nice=0, order="dpgbcnfj", rate=12.0,
         duration=2.0, warmup=1.0, burn=0.2, cap=4, seed=1, workdir=str(tmp_path),
-        client_off_engine_cores=False,
+        client_off_engine_cores=False, client_on_engine_cores=False,
     )  # fmt: skip
     rows = engine_windows.run(args, log=lambda line: None)
-    assert [r["kind"] for r in rows] == list("dpgbcnf")
+    assert [r["kind"] for r in rows] == list("dpgbcnfj")
     for row in rows:
         assert row["engine_tps"] and row["engine_tps"] > 0, row
         assert row["computed_tps"] > row["engine_tps"], row  # and the prompts' prefill
@@ -140,6 +140,7 @@ def test_a_run_against_the_simulator_reads_the_engine_in_every_window(tmp_path) 
     assert (tmp_path / "relay-relay.log").is_file()
     assert (tmp_path / "nginx-nginx" / "nginx.conf").is_file()  # and the nginx window nginx
     assert (tmp_path / "floating-tiers.json").is_file()  # (f) had a gateway of its own
+    assert (tmp_path / "joined-tiers.json").is_file()  # and (j)
     assert {r["client_cpus"] for r in rows} == {None}  # the client was left where it was
 
 
@@ -163,6 +164,35 @@ def test_the_client_is_moved_off_the_cores_the_engine_is_bound_to() -> None:
         engine.kill()
         engine.wait()
     assert os.sched_getaffinity(0) == own
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs a core the engine is not on")
+def test_the_client_and_the_joined_gateway_are_pinned_onto_the_engines_cores() -> None:
+    """--client-on-engine-cores and window (j): the load generator and a gateway (real
+    processes on ports) are pinned onto the core the engine's thread is bound to."""
+    own = os.sched_getaffinity(0)
+    first, port, front_port = min(own), free_port(), free_port()
+    serve = [sys.executable, "-m", "http.server", "--bind", "127.0.0.1"]
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    engine = subprocess.Popen(["taskset", "-c", str(first), *serve, str(port)], **quiet)
+    front = subprocess.Popen([*serve, str(front_port)], **quiet)
+    try:
+        wait_answering(f"http://127.0.0.1:{port}/")
+        wait_answering(f"http://127.0.0.1:{front_port}/")
+        assert os.sched_getaffinity(front.pid) == own
+        assert engine_windows._fence_client(f"http://127.0.0.1:{port}", join=True) == [first]
+        assert os.sched_getaffinity(0) == {first}
+        engine_windows._join_engine_cores(
+            f"http://127.0.0.1:{front_port}", f"http://127.0.0.1:{port}"
+        )
+        assert os.sched_getaffinity(front.pid) == {first}
+        with pytest.raises(RuntimeError, match="no local process"):
+            engine_windows._join_engine_cores(f"http://127.0.0.1:{free_port()}", "")
+    finally:
+        pin_this_process(own)
+        for proc in (engine, front):
+            proc.kill()
+            proc.wait()
 
 
 def test_pooled_windows_are_judged_within_their_own_runs() -> None:
