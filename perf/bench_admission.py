@@ -42,7 +42,6 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from perf.bench_gateway import (
-    _FIRST_TOKEN,
     CLIENT_CORE,
     KEY,
     _free_port,
@@ -50,6 +49,7 @@ from perf.bench_gateway import (
     _open_loop,
     _process,
 )
+from perf.fast_upstream import FIRST_TOKEN
 from perf.overload_compare import AFTER_S, BEFORE_S, back_after, per_second
 from perf.overload_trace import trace
 from scheduler import config_to_dict, default_config
@@ -205,7 +205,7 @@ async def _patient(
                     await response.read()
                     return
                 async for chunk in response.content.iter_any():
-                    if not seen and _FIRST_TOKEN.search(chunk):
+                    if not seen and FIRST_TOKEN.search(chunk):
                         seen.append(time.perf_counter() - t0)
                         clock.reschedule(None)
     except Exception:

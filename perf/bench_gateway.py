@@ -3,12 +3,13 @@
     .venv/bin/python perf/bench_gateway.py [--duration 4] [--rates 50,100,200] [--json FILE]
         [--delta content|reasoning|tool_calls] [--baseline-ref REF] [--ceiling-rates ""]
 
-Processes: a deterministic cheap upstream (a raw asyncio HTTP/1.1 server in this file, not the
-simulator: its cost must not blur the gateway's) answering every completion with 16 SSE content
-chunks 1 ms apart then [DONE]; the gateway under test (`python -m gpu_agent`, standalone, one
-tier released at once) pinned to core 0; two bare pass-through proxies (the same uvicorn ASGI
-stack, no keys, no scheduler, no telemetry; one with an aiohttp upstream client, one with
-httpx) pinned to core 0 too; the open-loop client (this process) and the upstream on core 1.
+Processes: a deterministic cheap upstream (a raw asyncio HTTP/1.1 server, perf/fast_upstream.py,
+not the simulator: its cost must not blur the gateway's) answering every completion with 16 SSE
+content chunks 1 ms apart then [DONE]; the gateway under test (`python -m gpu_agent`,
+standalone, one tier released at once) pinned to core 0; two bare pass-through proxies (the same
+uvicorn ASGI stack, no keys, no scheduler, no telemetry; one with an aiohttp upstream client,
+one with httpx) pinned to core 0 too; the open-loop client (this process) and the upstream on
+core 1.
 
 Parts:
 0. with --baseline-ref REF: the gateway of that git ref (checked out in a temporary worktree)
@@ -30,7 +31,6 @@ import asyncio
 import contextlib
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -39,169 +39,18 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+# Run as a script (perf/bench_gateway.py): the packages at the root.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
 from loadgen import percentile
+from perf.fast_upstream import CHUNKS, DELTAS, DONE, FIRST_TOKEN, proxy_app, serve_upstream
 
 ROOT = Path(__file__).resolve().parent.parent
 KEY = "tgk_bench_0123456789abcdef0123456789abcdef0123456789"
-CHUNKS = 16
-CHUNK_GAP_S = 0.001
 GATEWAY_CORE, CLIENT_CORE = 0, 1
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 # A step whose client fell this far behind its schedule measured the client, not the gateway.
 CLIENT_LAG_LIMIT_MS = 10.0
-
-# -- upstream: raw asyncio HTTP/1.1, keep-alive, chunked SSE ---------------------------------
-
-# The delta each content chunk carries (--delta): vLLM's shapes for text, thinking and tools.
-_DELTAS = {
-    "content": b'{"content":"tok "}',
-    "reasoning": b'{"reasoning_content":"tok "}',
-    "tool_calls": b'{"content":null,"tool_calls":[{"index":0,"function":{"arguments":"tok "}}]}',
-}
-
-
-def _frame(delta: str) -> bytes:
-    event = (
-        b'data: {"id":"b","object":"chat.completion.chunk","model":"bench","choices":'
-        b'[{"index":0,"delta":%s,"finish_reason":null}]}\n\n' % _DELTAS[delta]
-    )
-    return b"%x\r\n%s\r\n" % (len(event), event)
-
-
-_FRAME = _frame("content")
-_DONE = b"data: [DONE]\n\n"
-_END = b"%x\r\n%s\r\n0\r\n\r\n" % (len(_DONE), _DONE)
-_FIRST_TOKEN = re.compile(rb'"content": ?"[^"]')
-_HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
-
-
-def _content_length(head: bytes) -> int:
-    at = head.find(b"content-length:")
-    if at < 0:
-        return 0
-    stop = head.find(b"\r\n", at)
-    return int(head[at + 15 : stop if stop > 0 else None])
-
-
-class _Upstream(asyncio.Protocol):
-    """Every completion: `ttft_s` of silence, then CHUNKS frames CHUNK_GAP_S apart. With
-    `slots`, only that many streams run at once and the rest wait in arrival order: an engine
-    of fixed capacity (slots / (ttft + 15 ms) req/s) with an FCFS waiting queue."""
-
-    ttft_s = 0.0
-    slots: asyncio.Semaphore | None = None
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport: Any = transport  # uvloop's transport is not an asyncio.Transport
-        self.buffer = b""
-        self.streams: set[asyncio.Task[None]] = set()
-
-    def data_received(self, data: bytes) -> None:
-        self.buffer += data
-        while True:
-            end = self.buffer.find(b"\r\n\r\n")
-            if end < 0:
-                return
-            head = self.buffer[:end].lower()
-            length = _content_length(head)
-            if len(self.buffer) < end + 4 + length:
-                return
-            self.buffer = self.buffer[end + 4 + length :]
-            path = head.split(b" ", 2)[1]
-            if path.endswith(b"/completions"):
-                task = asyncio.ensure_future(self._stream())
-                self.streams.add(task)
-                task.add_done_callback(self.streams.discard)
-            elif path == b"/health":
-                self.transport.write(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
-            else:
-                self.transport.write(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n")
-
-    async def _stream(self) -> None:
-        if self.slots is None:
-            await self._frames()
-            return
-        async with self.slots:
-            await self._frames()
-
-    async def _frames(self) -> None:
-        write, frame = self.transport.write, _FRAME
-        write(_HEAD)
-        if self.ttft_s:
-            await asyncio.sleep(self.ttft_s)
-        write(frame)
-        for _ in range(CHUNKS - 1):
-            await asyncio.sleep(CHUNK_GAP_S)
-            if self.transport.is_closing():
-                return
-            write(frame)
-        write(_END)
-
-
-async def _serve_upstream(port: int, ttft_ms: float = 0.0, slots: int = 0) -> None:
-    _Upstream.ttft_s = ttft_ms / 1000.0
-    _Upstream.slots = asyncio.Semaphore(slots) if slots else None
-    loop = asyncio.get_running_loop()
-    server = await loop.create_server(_Upstream, "127.0.0.1", port, backlog=1024)
-    async with server:
-        await server.serve_forever()
-
-
-# -- bare pass-through proxies (the floor the gateway is compared with) -----------------------
-
-
-def _proxy_app(client: str, upstream: str) -> Any:
-    state: dict[str, Any] = {}
-
-    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] == "lifespan":
-            while True:
-                message = await receive()
-                if message["type"] == "lifespan.startup":
-                    if client == "aiohttp":
-                        import aiohttp
-
-                        state["s"] = aiohttp.ClientSession(
-                            connector=aiohttp.TCPConnector(limit=1024), auto_decompress=False
-                        )
-                    else:
-                        import httpx
-
-                        state["s"] = httpx.AsyncClient(
-                            limits=httpx.Limits(max_connections=1024), timeout=60
-                        )
-                    await send({"type": "lifespan.startup.complete"})
-                elif message["type"] == "lifespan.shutdown":
-                    await send({"type": "lifespan.shutdown.complete"})
-                    return
-        chunks = []
-        while True:
-            message = await receive()
-            chunks.append(message.get("body", b""))
-            if not message.get("more_body"):
-                break
-        body = b"".join(chunks)
-        headers = [(b"content-type", b"text/event-stream")]
-        if client == "aiohttp":
-            async with state["s"].post(upstream + scope["path"], data=body) as r:
-                await send({"type": "http.response.start", "status": r.status, "headers": headers})
-                async for chunk in r.content.iter_any():
-                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
-        else:
-            request = state["s"].build_request("POST", upstream + scope["path"], content=body)
-            r = await state["s"].send(request, stream=True)
-            try:
-                await send(
-                    {"type": "http.response.start", "status": r.status_code, "headers": headers}
-                )
-                async for chunk in r.aiter_raw():
-                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
-            finally:
-                await r.aclose()
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
-
-    return app
-
 
 # -- processes -----------------------------------------------------------------------------
 
@@ -266,12 +115,12 @@ async def _one(
             async for chunk in response.content.iter_any():
                 # The first token, not the first byte: vLLM and the simulator send a role-only
                 # chunk at once, before the request even reaches a batch.
-                if ttft is None and _FIRST_TOKEN.search(chunk):
+                if ttft is None and FIRST_TOKEN.search(chunk):
                     ttft = time.perf_counter() - t0
                 tail = chunk
     except Exception:
         return None, False
-    return ttft, tail.endswith(_DONE) or b"[DONE]" in tail
+    return ttft, tail.endswith(DONE) or b"[DONE]" in tail
 
 
 async def _open_loop(
@@ -493,7 +342,7 @@ def main() -> int:
     up.add_argument("--port", type=int, required=True)
     up.add_argument("--ttft-ms", type=float, default=0.0)
     up.add_argument("--slots", type=int, default=0, help="streams at once (0: unlimited)")
-    up.add_argument("--delta", choices=sorted(_DELTAS), default="content")
+    up.add_argument("--delta", choices=sorted(DELTAS), default="content")
     px = sub.add_parser("proxy")
     px.add_argument("--client", choices=("aiohttp", "httpx"), required=True)
     px.add_argument("--upstream", required=True)
@@ -505,7 +354,7 @@ def main() -> int:
     parser.add_argument("--json", type=Path)
     parser.add_argument(
         "--delta",
-        choices=sorted(_DELTAS),
+        choices=sorted(DELTAS),
         default="content",
         help="what the upstream's chunks carry: text, reasoning or tool-call deltas",
     )
@@ -523,15 +372,13 @@ def main() -> int:
     if args.role == "upstream":
         import uvloop
 
-        global _FRAME
-        _FRAME = _frame(args.delta)
-        uvloop.run(_serve_upstream(args.port, args.ttft_ms, args.slots))
+        uvloop.run(serve_upstream(args.port, args.ttft_ms, args.slots, args.delta))
         return 0
     if args.role == "proxy":
         import uvicorn
 
         uvicorn.run(
-            _proxy_app(args.client, args.upstream),
+            proxy_app(args.client, args.upstream),
             host="127.0.0.1",
             port=args.port,
             log_level="warning",
