@@ -261,6 +261,7 @@ def run(args: argparse.Namespace, log: Any = print) -> list[dict[str, Any]]:
                 "completed": (result.summary.get("overall") or {}).get("completed"),
                 "burner_cores": burnt,
                 "client_cpus": client_cpus,
+                "gateway_cpus": _cpus_of(target) if kind in "gfj" else None,
             }
             log(json.dumps(row))
             rows.append(row)
@@ -287,6 +288,12 @@ def _join_engine_cores(gateway_url: str, engine_url: str) -> None:
         raise RuntimeError(f"{gateway_url}: no local process listens there")
     if bound:
         cores.pin_process(gateway, bound)
+
+
+def _cpus_of(url: str) -> list[int] | None:
+    """The cores the local process serving `url` may run on (its main thread's)."""
+    pid = cores.local_listener(url)
+    return sorted(os.sched_getaffinity(pid)) if pid is not None else None
 
 
 def _engine_bound(engine_url: str) -> set[int]:

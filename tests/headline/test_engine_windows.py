@@ -142,6 +142,9 @@ def test_a_run_against_the_simulator_reads_the_engine_in_every_window(tmp_path) 
     assert (tmp_path / "floating-tiers.json").is_file()  # (f) had a gateway of its own
     assert (tmp_path / "joined-tiers.json").is_file()  # and (j)
     assert {r["client_cpus"] for r in rows} == {None}  # the client was left where it was
+    every = sorted(os.sched_getaffinity(0))  # the simulator binds no thread: nobody moved
+    fronts = [r["gateway_cpus"] for r in rows]  # the gateways' (g, f, j) and None elsewhere
+    assert fronts == [None, None, every, None, None, None, every, every]
 
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs a core the engine is not on")
