@@ -205,7 +205,8 @@ def run(args: argparse.Namespace, log: Any = print) -> list[dict[str, Any]]:
         from perf.headline.__main__ import dev_vllm
 
         use_layout(args.engine_cores)
-        vllm = dev_vllm(args.engine_nice)
+        size = None if args.model_size is None else tuple(args.model_size)
+        vllm = dev_vllm(args.engine_nice, size)
     rows: list[dict[str, Any]] = []
     with contextlib.ExitStack() as stack:
         engine = stack.enter_context(run_engine(MODEL, flags, workdir, "engine", vllm))
@@ -318,6 +319,13 @@ def parser() -> argparse.ArgumentParser:
         help="pin the load generator onto the cores the engine's threads are bound to",
     )
     p.add_argument("--engine-nice", type=int, default=ENGINE_NICE, help="as perf.headline's")
+    p.add_argument(
+        "--model-size",
+        type=int,
+        nargs=2,
+        metavar=("HIDDEN", "LAYERS"),
+        help="vllm: a random Llama of this size in place of the tiny one (tools/tiny_model.py)",
+    )
     p.add_argument("--order", default="dpgbpgbd", help=f"one letter per window, of {KINDS}")
     p.add_argument("--rate", type=float, default=32.0, help="requests per second")
     p.add_argument("--duration", type=float, default=20.0, help="measured seconds a window")
@@ -338,6 +346,10 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["pool"]:
         return _pool_main(argv[1:])
     args = parser().parse_args(argv)
+    if args.model_size is not None:
+        hidden, layers = args.model_size
+        if args.engine != "vllm" or hidden < 64 or hidden % 64 or layers < 1:
+            parser().error("--model-size: with --engine vllm, HIDDEN a multiple of 64, LAYERS >= 1")
     bad = sorted(set(args.order) - set(KINDS))
     if bad or not args.order or not 0 < args.burn < 1 or args.cap < 1:
         what = (

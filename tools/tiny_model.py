@@ -8,7 +8,9 @@ tokenizers; the product's own venv has none of them:
 The weights are noise (vLLM's text from it is noise too); what counts is that vLLM loads it in
 seconds on a CPU and that its timing and protocol are real. Sizes: 2 layers, hidden 128, 2
 heads of 64 (the CPU attention backend refuses head size 16), a byte-level BPE vocabulary
-trained on the lines below, and a chat template so /v1/chat/completions works.
+trained on the lines below, and a chat template so /v1/chat/completions works. `--hidden H
+--layers L` make a larger one (heads of 64, an MLP of 2H): a step in which the model's own
+arithmetic, not the engine's Python, takes most of the time.
 """
 
 from __future__ import annotations
@@ -61,19 +63,24 @@ def train_tokenizer(out: Path) -> None:
     fast.save_pretrained(out)
 
 
-def write_model(out: Path, seed: int, vocab_size: int) -> None:
+HIDDEN, LAYERS, HEAD_DIM = 128, 2, 64
+
+
+def write_model(
+    out: Path, seed: int, vocab_size: int, hidden: int = HIDDEN, layers: int = LAYERS
+) -> None:
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(seed)
     config = LlamaConfig(
         vocab_size=vocab_size,
-        hidden_size=128,
-        intermediate_size=256,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=2,
-        head_dim=64,
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=hidden // HEAD_DIM,
+        num_key_value_heads=hidden // HEAD_DIM,
+        head_dim=HEAD_DIM,
         max_position_embeddings=MAX_POSITIONS,
         bos_token_id=1,
         eos_token_id=2,
@@ -88,11 +95,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--hidden", type=int, default=HIDDEN, help="a multiple of 64")
+    parser.add_argument("--layers", type=int, default=LAYERS)
     args = parser.parse_args()
+    if args.hidden < HEAD_DIM or args.hidden % HEAD_DIM or args.layers < 1:
+        parser.error(f"--hidden: a multiple of {HEAD_DIM}; --layers: at least 1")
     args.out.mkdir(parents=True, exist_ok=True)
     train_tokenizer(args.out)
     vocab = len(json.loads((args.out / "tokenizer.json").read_text())["model"]["vocab"])
-    write_model(args.out, args.seed, vocab)
+    write_model(args.out, args.seed, vocab, args.hidden, args.layers)
 
 
 if __name__ == "__main__":

@@ -199,22 +199,26 @@ def write_shim() -> Path:
     return path
 
 
-def model_dir(seed: int = MODEL_SEED) -> Path:
-    """One folder per seed and generator source: a changed generator makes a new model."""
+def model_dir(seed: int = MODEL_SEED, size: tuple[int, int] | None = None) -> Path:
+    """One folder per seed, size and generator source: a changed generator makes a new model.
+    `size`: (hidden, layers) of a larger model than the tiny one (tools/tiny_model.py)."""
     digest = hashlib.sha256(GENERATOR.read_bytes()).hexdigest()[:10]
-    return home() / "models" / f"{MODEL_NAME}-s{seed}-{digest}"
+    sized = f"-h{size[0]}-l{size[1]}" if size else ""
+    return home() / "models" / f"{MODEL_NAME}{sized}-s{seed}-{digest}"
 
 
-def ensure_model(seed: int = MODEL_SEED) -> Path:
-    """The tiny model for `seed`, generated (seconds) the first time."""
-    out = model_dir(seed)
+def ensure_model(seed: int = MODEL_SEED, size: tuple[int, int] | None = None) -> Path:
+    """The tiny model for `seed` (or one of `size`, (hidden, layers)), generated the first time
+    (seconds for the tiny one)."""
+    out = model_dir(seed, size)
     if (out / "config.json").exists() and (out / "tokenizer.json").exists():
         return out
     interpreter = require()
     partial = out.with_name(out.name + f".partial-{os.getpid()}")
     shutil.rmtree(partial, ignore_errors=True)
     subprocess.run(
-        [str(interpreter), str(GENERATOR), str(partial), "--seed", str(seed)],
+        [str(interpreter), str(GENERATOR), str(partial), "--seed", str(seed)]
+        + (["--hidden", str(size[0]), "--layers", str(size[1])] if size else []),
         check=True,
         env={**os.environ, **ENGINE_ENV},
     )

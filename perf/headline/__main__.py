@@ -66,18 +66,22 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def dev_vllm(nice: int) -> VllmEngine:
-    """vLLM's CPU build on the tiny model (tools/vllm_env.py), pinned to core 0 by its shim,
-    `nice` steps nicer than this process (--engine-nice)."""
-    from tools import vllm_env
+def dev_vllm(nice: int, size: tuple[int, int] | None = None) -> VllmEngine:
+    """vLLM's CPU build on the tiny model (tools/vllm_env.py), or one of `size` (hidden,
+    layers), pinned to core 0 by its shim, `nice` steps nicer than this process
+    (--engine-nice)."""
+    from tools import tiny_model, vllm_env
 
     vllm_env.require()
+    hidden, layers = size or (tiny_model.HIDDEN, tiny_model.LAYERS)
     return VllmEngine(
         command=(str(vllm_env.write_shim()),),
-        model=str(vllm_env.ensure_model()),
+        model=str(vllm_env.ensure_model(size=size)),
         env=vllm_env.engine_env(),
         engine_cpus=vllm_env.engine_cpus(),
-        description=VLLM_HARDWARE.format(version=vllm_env.VLLM_VERSION),
+        description=VLLM_HARDWARE.format(
+            version=vllm_env.VLLM_VERSION, layers=layers, hidden=hidden
+        ),
         nice=nice,
     )
 

@@ -55,7 +55,8 @@ VLLM_FLAGS = (
     "--enable-prefix-caching",
 )  # fmt: skip
 VLLM_HARDWARE = (
-    "real vLLM {version} (CPU build) on a tiny random Llama (2 layers, hidden 128), one CPU core"
+    "real vLLM {version} (CPU build) on a tiny random Llama ({layers} layers, hidden {hidden}), "
+    "one CPU core"
 )
 
 # Seed 000, 3.2, verbatim (scheduler.default_config is that JSON): the tier config arms (c)
