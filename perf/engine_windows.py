@@ -74,6 +74,7 @@ from console.bench.headline.workload import (
 from gpu_agent import cores
 from perf.cpu_by_process import cpu_seconds
 from perf.headline.rounds import ratio_interval
+from tools.tiny_model import size_problem
 from tools.vllm_env import LAYOUTS, use_layout
 
 KINDS = "dpgbncfj"
@@ -347,9 +348,11 @@ def main(argv: list[str] | None = None) -> int:
         return _pool_main(argv[1:])
     args = parser().parse_args(argv)
     if args.model_size is not None:
-        hidden, layers = args.model_size
-        if args.engine != "vllm" or hidden < 64 or hidden % 64 or layers < 1:
-            parser().error("--model-size: with --engine vllm, HIDDEN a multiple of 64, LAYERS >= 1")
+        problem = (
+            "only with --engine vllm" if args.engine != "vllm" else size_problem(*args.model_size)
+        )
+        if problem:
+            parser().error(f"--model-size: {problem}")
     bad = sorted(set(args.order) - set(KINDS))
     if bad or not args.order or not 0 < args.burn < 1 or args.cap < 1:
         what = (

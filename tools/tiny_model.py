@@ -66,6 +66,16 @@ def train_tokenizer(out: Path) -> None:
 HIDDEN, LAYERS, HEAD_DIM = 128, 2, 64
 
 
+def size_problem(hidden: int, layers: int) -> str | None:
+    """What is wrong with a model size (None: nothing)."""
+    if hidden < HEAD_DIM or hidden % HEAD_DIM or layers < 1:
+        return (
+            f"hidden must be a multiple of {HEAD_DIM} and layers at least 1, "
+            f"not {hidden} and {layers}"
+        )
+    return None
+
+
 def write_model(
     out: Path, seed: int, vocab_size: int, hidden: int = HIDDEN, layers: int = LAYERS
 ) -> None:
@@ -98,8 +108,9 @@ def main() -> None:
     parser.add_argument("--hidden", type=int, default=HIDDEN, help="a multiple of 64")
     parser.add_argument("--layers", type=int, default=LAYERS)
     args = parser.parse_args()
-    if args.hidden < HEAD_DIM or args.hidden % HEAD_DIM or args.layers < 1:
-        parser.error(f"--hidden: a multiple of {HEAD_DIM}; --layers: at least 1")
+    problem = size_problem(args.hidden, args.layers)
+    if problem:
+        parser.error(problem)
     args.out.mkdir(parents=True, exist_ok=True)
     train_tokenizer(args.out)
     vocab = len(json.loads((args.out / "tokenizer.json").read_text())["model"]["vocab"])

@@ -105,8 +105,9 @@ def test_windows_without_a_figure_or_without_a_direct_window_are_not_judged() ->
         (["--order", ""], "--order empty"),
         (["--burn", "1.5"], "--burn not in (0, 1)"),
         (["--cap", "0"], "--cap < 1"),
-        (["--model-size", "100", "2"], "--model-size: with --engine vllm, HIDDEN a multiple of 64"),
-        (["--engine", "sim", "--model-size", "512", "4"], "--model-size: with --engine vllm"),
+        (["--model-size", "100", "2"], "--model-size: hidden must be a multiple of 64"),
+        (["--model-size", "128", "0"], "layers at least 1, not 128 and 0"),
+        (["--engine", "sim", "--model-size", "512", "4"], "--model-size: only with --engine vllm"),
     ],
 )
 def test_bad_arguments_are_refused_naming_what_is_wrong(
