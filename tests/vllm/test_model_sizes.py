@@ -32,3 +32,4 @@ def test_a_sized_model_is_written_apart_from_the_tiny_one() -> None:
     assert (large["num_attention_heads"], large["intermediate_size"]) == (3, 384)
     assert large["head_dim"] == 64 and (sized / "tokenizer.json").is_file()
     assert vllm_env.ensure_model(size=(192, 3)) == sized  # made once, then found
+    assert vllm_env.ensure_model(size=(128, 2)) == tiny  # the tiny size is the tiny model
