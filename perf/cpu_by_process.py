@@ -8,8 +8,8 @@ benchmark (docs/performance.md).
 CPU seconds (utime + stime). `summary` reads a `perf.headline --json` record and prints, for
 every arm of every round, the cores each label used inside the arm's measured window.
 Labels: the gateway (`python -m gpu_agent`), the bare relay (`gpu_agent.relay_floor`), the
-load generator (`perf.headline`), vLLM's processes by their thread name (API server,
-EngineCore, workers); the rest is `other`."""
+load generator (`perf.headline`, `perf.engine_windows`) and its burner, the simulator,
+vLLM's processes by their thread name (API server, EngineCore, workers); the rest is `other`."""
 
 from __future__ import annotations
 
@@ -33,11 +33,15 @@ def label(pid: int) -> str | None:
         comm = Path(f"/proc/{pid}/comm").read_text().strip()
     except OSError:
         return None
+    if "-m gpu_agent.sim" in cmd:
+        return "simulator"
     if "-m gpu_agent.relay_floor" in cmd:
         return "relay"
     if "-m gpu_agent" in cmd:
         return "gateway"
-    if "perf.headline" in cmd:
+    if "perf.engine_windows burn" in cmd:
+        return "burner"
+    if "perf.headline" in cmd or "perf.engine_windows" in cmd:
         return "loadgen"
     if "perf.cpu_by_process" in cmd:
         return "sampler"
@@ -52,6 +56,67 @@ def cpu_seconds(pid: int) -> float | None:
     except OSError:
         return None
     return (int(fields[11]) + int(fields[12])) / TICK  # utime, stime
+
+
+SCHED_FIELDS = ("run_s", "wait_s", "voluntary", "involuntary")
+
+
+def sched_of(pid: int) -> tuple[float, float, int, int] | None:
+    """What the scheduler did with a process, summed over its threads: seconds on a core,
+    seconds runnable but waiting for one (/proc/PID/task/TID/schedstat), and its voluntary and
+    involuntary context switches. None once the process is gone."""
+    run = wait = voluntary = involuntary = 0
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return None
+    for tid in tids:
+        base = f"/proc/{pid}/task/{tid}"
+        try:
+            on_core, queued, _ = Path(base + "/schedstat").read_text().split()
+            status = Path(base + "/status").read_text().splitlines()
+        except (OSError, ValueError):
+            continue  # the thread ended between the listing and the read
+        run, wait = run + int(on_core), wait + int(queued)
+        for line in status:
+            if line.startswith("voluntary_ctxt_switches:"):
+                voluntary += int(line.split()[1])
+            elif line.startswith("nonvoluntary_ctxt_switches:"):
+                involuntary += int(line.split()[1])
+    return run / 1e9, wait / 1e9, voluntary, involuntary
+
+
+def sched_by_label(named: dict[int, str] | None = None) -> dict[str, list[float]]:
+    """`sched_of` summed by label over every labelled process but the unlabelled rest: one
+    reading of the machine, to subtract from a later one (`sched_rates`). The processes in
+    `named` take the label given there, the others label()'s."""
+    totals: dict[str, list[float]] = {}
+    named = named or {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        name = named.get(int(entry.name)) or label(int(entry.name))
+        got = sched_of(int(entry.name)) if name not in (None, "other") else None
+        if name is None or got is None:
+            continue
+        row = totals.setdefault(name, [0.0] * len(SCHED_FIELDS))
+        for i, value in enumerate(got):
+            row[i] += value
+    return totals
+
+
+def sched_rates(
+    before: dict[str, list[float]], after: dict[str, list[float]], seconds: float
+) -> dict[str, dict[str, float]]:
+    """Per label, each of SCHED_FIELDS per second between two readings: cores used, cores'
+    worth of waiting to run, switches a second (labels in both readings only)."""
+    return {
+        name: {
+            field: (after[name][i] - before[name][i]) / seconds
+            for i, field in enumerate(SCHED_FIELDS)
+        }
+        for name in sorted(after.keys() & before.keys())
+    }
 
 
 def record(out: Path, every: float, seconds: float | None) -> None:

@@ -30,7 +30,11 @@ its own `vllm:generation_tokens_total` sampled once a second (telemetry.counter_
 the engine did, whatever reached the client. Beside it, the tokens it computed in its steps
 (prefill and generated) and its steps per second, from `vllm:iteration_tokens_total`. The
 engine's speed drifts over minutes, so each window that is not (d) is judged against the mean
-of the nearest (d) before and after it.
+of the nearest (d) before and after it. Each window also records, per process label
+(perf.cpu_by_process.label), what the scheduler did over its warm-up and measured part
+together: cores run, cores' worth of time runnable but waiting for a core, and voluntary and
+involuntary context switches a second (`sched`); the window's own front (relay, nginx or
+gateway) is labelled `front`, apart from the idle fronts of other windows.
 `--engine-cores shared` binds vLLM's threads to every core; `auto` leaves vLLM its own default
 binding, every core but one it reserves; `own` pins it to core 0 and the rest off it
 (tools.vllm_env.LAYOUTS, as perf.headline's). `--client-off-engine-cores` then moves this
@@ -72,7 +76,7 @@ from console.bench.headline.workload import (
     write_prompts,
 )
 from gpu_agent import cores
-from perf.cpu_by_process import cpu_seconds
+from perf.cpu_by_process import cpu_seconds, sched_by_label, sched_rates
 from perf.headline.rounds import ratio_interval
 from tools.tiny_model import size_problem
 from tools.vllm_env import LAYOUTS, use_layout
@@ -250,7 +254,10 @@ def run(args: argparse.Namespace, log: Any = print) -> list[dict[str, Any]]:
             with _burner(args.burn) if kind == "b" else contextlib.nullcontext() as pid:
                 cpu0, t0 = (cpu_seconds(pid) or 0.0, time.time()) if pid else (0.0, 0.0)
                 trace = workdir / f"window-{i}-trace.json"  # the engine's samples
+                named = _named(target if kind not in "dbc" else None)
+                sched0, s0 = sched_by_label(named), time.monotonic()
                 result, engine_figures, _ = asyncio.run(drive(spec, engine, None, False, trace))
+                sched = sched_rates(sched0, sched_by_label(named), time.monotonic() - s0)
                 burnt = ((cpu_seconds(pid) or 0.0) - cpu0) / (time.time() - t0) if pid else None
             row = {
                 "window": i,
@@ -264,6 +271,7 @@ def run(args: argparse.Namespace, log: Any = print) -> list[dict[str, Any]]:
                 "burner_cores": burnt,
                 "client_cpus": client_cpus,
                 "gateway_cpus": _cpus_of(target) if kind in "gfj" else None,
+                "sched": sched,
             }
             log(json.dumps(row))
             rows.append(row)
@@ -290,6 +298,16 @@ def _join_engine_cores(gateway_url: str, engine_url: str) -> None:
         raise RuntimeError(f"{gateway_url}: no local process listens there")
     if bound:
         cores.pin_process(gateway, bound)
+
+
+def _named(front_url: str | None) -> dict[int, str]:
+    """The labels the scheduler's readings give this process (the load generator, whatever
+    its command line) and the window's front, the process serving `front_url`."""
+    named = {os.getpid(): "loadgen"}
+    front = cores.local_listener(front_url) if front_url else None
+    if front is not None:
+        named[front] = "front"
+    return named
 
 
 def _cpus_of(url: str) -> list[int] | None:

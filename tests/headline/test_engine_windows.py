@@ -148,6 +148,15 @@ def test_a_run_against_the_simulator_reads_the_engine_in_every_window(tmp_path) 
     every = sorted(os.sched_getaffinity(0))  # the simulator binds no thread: nobody moved
     fronts = [r["gateway_cpus"] for r in rows]  # the gateways' (g, f, j) and None elsewhere
     assert fronts == [None, None, every, None, None, None, every, every]
+    for row in rows:  # what the scheduler did with each process, by its label
+        sched = row["sched"]
+        for name in ("loadgen", "simulator"):
+            assert sched[name]["run_s"] > 0.01 and sched[name]["voluntary"] > 1, (name, row)
+            assert sched[name]["wait_s"] >= 0 and sched[name]["involuntary"] >= 0, (name, row)
+        assert ("front" in sched) == (row["kind"] in "pgnfj"), row  # the window's own front
+        if row["kind"] in "pgfj":  # which relayed every stream (nginx's listener is its master)
+            assert sched["front"]["run_s"] > 0.01 and sched["front"]["voluntary"] > 1, row
+        assert ("burner" in sched) == (row["kind"] == "b"), row
 
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs a core the engine is not on")
