@@ -136,6 +136,22 @@ def bound_cores(pid: int, proc: Path = PROC) -> set[int]:
     return bound
 
 
+def fence_unbound(pid: int, cpus: set[int], proc: Path = PROC) -> int:
+    """Move every thread of `pid`'s process tree that is not bound to one core onto `cpus`:
+    the engine's helpers (API server, engine-core process, the workers' threads outside
+    OpenMP) off the cores its OpenMP threads hold. The number of threads moved."""
+    moved = 0
+    for p in process_tree(pid, proc):
+        for task in _listdir(proc / str(p) / "task"):
+            allowed = cpus_allowed(_read(proc / str(p) / "task" / task / "status"))
+            if allowed is None or len(allowed) == 1 or allowed == cpus:
+                continue
+            with contextlib.suppress(ProcessLookupError):
+                os.sched_setaffinity(int(task), cpus)
+                moved += 1
+    return moved
+
+
 def listening_pid(port: int, proc: Path = PROC) -> int | None:
     """The process listening on TCP `port` (IPv4 or IPv6), None where none of ours is."""
     inodes = set()

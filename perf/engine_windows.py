@@ -231,6 +231,8 @@ def run(args: argparse.Namespace, log: Any = print) -> list[dict[str, Any]]:
                 engine, SEED_TIER_CONFIG, workdir, "joined", flags=["--no-keep-off-engine-cores"]
             ))  # fmt: skip
             _join_engine_cores(joined, engine)
+        if args.fence_engine_helpers:
+            _fence_engine_helpers(engine, log)
         client_cpus = None
         if args.client_off_engine_cores or args.client_on_engine_cores:
             client_cpus = _fence_client(engine, join=args.client_on_engine_cores)
@@ -290,6 +292,17 @@ def _fence_client(engine_url: str, join: bool = False) -> list[int]:
     return sorted(left)
 
 
+def _fence_engine_helpers(engine_url: str, log: Any) -> None:
+    """Move the engine's threads that are not bound to one core (its API server, engine-core
+    process, its workers' threads outside OpenMP) off the cores its OpenMP threads hold."""
+    pid, own = cores.local_listener(engine_url), os.sched_getaffinity(0)
+    bound = cores.bound_cores(pid) if pid is not None else set()
+    if pid is None or not own - bound:
+        raise RuntimeError(f"{engine_url}: no engine of ours, or its threads hold every core")
+    moved = cores.fence_unbound(pid, own - bound)
+    log(json.dumps({"fenced_engine_threads": moved, "onto": sorted(own - bound)}))
+
+
 def _join_engine_cores(gateway_url: str, engine_url: str) -> None:
     """Pin the gateway serving `gateway_url` onto the cores the engine's threads are bound to
     (none bound: left where it is)."""
@@ -336,6 +349,12 @@ def parser() -> argparse.ArgumentParser:
         "--client-on-engine-cores",
         action="store_true",
         help="pin the load generator onto the cores the engine's threads are bound to",
+    )
+    p.add_argument(
+        "--fence-engine-helpers",
+        action="store_true",
+        help="move the engine's threads not bound to one core off the cores its OpenMP "
+        "threads hold, for the whole run",
     )
     p.add_argument("--engine-nice", type=int, default=ENGINE_NICE, help="as perf.headline's")
     p.add_argument(

@@ -4,6 +4,7 @@ processes, an engine pinned to core 0 found by its pid (managed) and by its port
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -17,6 +18,7 @@ from gpu_agent.core_keeper import FIRST_CHECK_S
 from gpu_agent.cores import (
     bound_cores,
     cpus_allowed,
+    fence_unbound,
     keep_off,
     listening_pid,
     local_listener,
@@ -145,3 +147,46 @@ def test_an_attached_agent_finds_a_local_engine_by_its_port(tmp_path: Path) -> N
     finally:
         engine.terminate()
         engine.wait(10)
+
+
+_BOUND_AND_HELPERS = """
+import os, subprocess, sys, threading, time
+helper = threading.Thread(target=time.sleep, args=(60,), daemon=True)
+helper.start()  # before the main thread binds itself: it keeps every core
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+os.sched_setaffinity(0, {int(sys.argv[1])})  # this thread only, as an OpenMP thread is bound
+print(child.pid, flush=True)
+time.sleep(60)
+"""
+
+
+@needs_two_cores
+def test_the_engines_helpers_are_moved_off_its_bound_cores_and_its_bound_threads_stay() -> None:
+    """A real process tree: a main thread bound to one core (as vLLM's OpenMP threads are), a
+    helper thread and a child process that float; the helpers move, the bound thread stays."""
+    first, rest = (
+        min(os.sched_getaffinity(0)),
+        os.sched_getaffinity(0) - {min(os.sched_getaffinity(0))},
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _BOUND_AND_HELPERS, str(first)], stdout=subprocess.PIPE, text=True
+    )
+    child = None
+    try:
+        assert proc.stdout is not None
+        child = int(proc.stdout.readline())
+        assert bound_cores(proc.pid) == {first}
+        assert fence_unbound(proc.pid, rest) == 2  # the helper thread and the child's thread
+        assert sorted(map(len, filter(None, _agent_cores(proc.pid)))) == [1, len(rest)]
+        assert {frozenset(c or ()) for c in _agent_cores(proc.pid)} == {
+            frozenset({first}),
+            frozenset(rest),
+        }
+        assert _agent_cores(child) == [rest]
+        assert fence_unbound(proc.pid, rest) == 0  # nothing left to move
+    finally:
+        if child is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child, 9)
+        proc.kill()
+        proc.communicate()

@@ -126,7 +126,7 @@ def test_a_run_against_the_simulator_reads_the_engine_in_every_window(tmp_path) 
     args = argparse.Namespace(
         engine="sim", engine_cores="shared", engine_nice=0, order="dpgbcnfj", rate=12.0,
         duration=2.0, warmup=1.0, burn=0.2, cap=4, seed=1, workdir=str(tmp_path),
-        client_off_engine_cores=False, client_on_engine_cores=False,
+        client_off_engine_cores=False, client_on_engine_cores=False, fence_engine_helpers=False,
     )  # fmt: skip
     rows = engine_windows.run(args, log=lambda line: None)
     assert [r["kind"] for r in rows] == list("dpgbcnfj")
