@@ -76,6 +76,7 @@ from console.bench.headline.workload import (
     write_prompts,
 )
 from gpu_agent import cores
+from perf import engine_fences as fences
 from perf.cpu_by_process import cpu_seconds, sched_by_label, sched_rates
 from perf.headline.rounds import ratio_interval
 from tools.tiny_model import size_problem
@@ -216,12 +217,24 @@ def run(args: argparse.Namespace, log: Any = print) -> list[dict[str, Any]]:
     with contextlib.ExitStack() as stack:
         engine = stack.enter_context(run_engine(MODEL, flags, workdir, "engine", vllm))
         relay = gateway = nginx = floating = joined = None
+        own, bound = os.sched_getaffinity(0), fences.engine_bound(engine)  # before any fencing
+        fenced = args.fence_engine_helpers
+        if fenced:
+            moved = fences.fence_engine_helpers(engine, own, bound)
+            log(json.dumps({"fenced_engine_threads": moved, "onto": sorted(own - bound)}))
         if "n" in args.order:
             nginx = stack.enter_context(run_nginx(engine, workdir, "nginx"))
         if "p" in args.order:
             relay = stack.enter_context(run_relay(engine, workdir, "relay"))
         if "g" in args.order:
-            gateway = stack.enter_context(run_gateway(engine, SEED_TIER_CONFIG, workdir, "gateway"))
+            # Fenced helpers are bound to one core each on two cores, and the keeper would read
+            # them as the engine's OpenMP threads: (g) is then kept off by hand, as it would be.
+            gateway = stack.enter_context(run_gateway(
+                engine, SEED_TIER_CONFIG, workdir, "gateway",
+                flags=["--no-keep-off-engine-cores"] if fenced else (),
+            ))  # fmt: skip
+            if fenced:
+                cores.pin_process(fences.listener(gateway), cores.keep_off(own, bound))
         if "f" in args.order:
             floating = stack.enter_context(run_gateway(
                 engine, SEED_TIER_CONFIG, workdir, "floating", flags=["--no-keep-off-engine-cores"]
@@ -230,12 +243,11 @@ def run(args: argparse.Namespace, log: Any = print) -> list[dict[str, Any]]:
             joined = stack.enter_context(run_gateway(
                 engine, SEED_TIER_CONFIG, workdir, "joined", flags=["--no-keep-off-engine-cores"]
             ))  # fmt: skip
-            _join_engine_cores(joined, engine)
-        if args.fence_engine_helpers:
-            _fence_engine_helpers(engine, log)
+            if bound:
+                cores.pin_process(fences.listener(joined), bound)
         client_cpus = None
         if args.client_off_engine_cores or args.client_on_engine_cores:
-            client_cpus = _fence_client(engine, join=args.client_on_engine_cores)
+            client_cpus = fences.fence_client(own, bound, join=args.client_on_engine_cores)
         targets = {"d": engine, "b": engine, "c": engine, "p": relay, "g": gateway, "n": nginx,
                    "f": floating, "j": joined}  # fmt: skip
         for i, kind in enumerate(args.order):
@@ -281,38 +293,6 @@ def run(args: argparse.Namespace, log: Any = print) -> list[dict[str, Any]]:
     return rows
 
 
-def _fence_client(engine_url: str, join: bool = False) -> list[int]:
-    """Pin this process (the load generator) to its cores less those the engine's threads are
-    bound to, one core each (gpu_agent.cores), or with `join` onto those of them it may run
-    on; the cores it is left on (where the engine binds none, all of its own)."""
-    own = os.sched_getaffinity(0)
-    bound = _engine_bound(engine_url)
-    left = (own & bound or own) if join else cores.keep_off(own, bound)
-    cores.pin_this_process(left)
-    return sorted(left)
-
-
-def _fence_engine_helpers(engine_url: str, log: Any) -> None:
-    """Move the engine's threads that are not bound to one core (its API server, engine-core
-    process, its workers' threads outside OpenMP) off the cores its OpenMP threads hold."""
-    pid, own = cores.local_listener(engine_url), os.sched_getaffinity(0)
-    bound = cores.bound_cores(pid) if pid is not None else set()
-    if pid is None or not own - bound:
-        raise RuntimeError(f"{engine_url}: no engine of ours, or its threads hold every core")
-    moved = cores.fence_unbound(pid, own - bound)
-    log(json.dumps({"fenced_engine_threads": moved, "onto": sorted(own - bound)}))
-
-
-def _join_engine_cores(gateway_url: str, engine_url: str) -> None:
-    """Pin the gateway serving `gateway_url` onto the cores the engine's threads are bound to
-    (none bound: left where it is)."""
-    gateway, bound = cores.local_listener(gateway_url), _engine_bound(engine_url)
-    if gateway is None:
-        raise RuntimeError(f"{gateway_url}: no local process listens there")
-    if bound:
-        cores.pin_process(gateway, bound)
-
-
 def _named(front_url: str | None) -> dict[int, str]:
     """The labels the scheduler's readings give this process (the load generator, whatever
     its command line) and the window's front, the process serving `front_url`."""
@@ -327,11 +307,6 @@ def _cpus_of(url: str) -> list[int] | None:
     """The cores the local process serving `url` may run on (its main thread's)."""
     pid = cores.local_listener(url)
     return sorted(os.sched_getaffinity(pid)) if pid is not None else None
-
-
-def _engine_bound(engine_url: str) -> set[int]:
-    pid = cores.local_listener(engine_url)
-    return cores.bound_cores(pid) if pid is not None else set()
 
 
 def parser() -> argparse.ArgumentParser:

@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 from console.bench.headline.telemetry import counter_rate
-from gpu_agent.cores import pin_this_process
+from gpu_agent.cores import pin_process, pin_this_process
 from gpu_agent.sim.testing import free_port
+from perf import engine_fences as fences
 from perf import engine_windows
 from tests.waiting import wait_answering
 
@@ -171,7 +172,9 @@ def test_the_client_is_moved_off_the_cores_the_engine_is_bound_to() -> None:
     )  # fmt: skip
     try:
         wait_answering(f"http://127.0.0.1:{port}/")
-        left = engine_windows._fence_client(f"http://127.0.0.1:{port}")
+        bound = fences.engine_bound(f"http://127.0.0.1:{port}")
+        assert bound == {first}
+        left = fences.fence_client(own, bound)
         assert left == sorted(own - {first})
         assert os.sched_getaffinity(0) == own - {first}
     finally:
@@ -195,14 +198,17 @@ def test_the_client_and_the_joined_gateway_are_pinned_onto_the_engines_cores() -
         wait_answering(f"http://127.0.0.1:{port}/")
         wait_answering(f"http://127.0.0.1:{front_port}/")
         assert os.sched_getaffinity(front.pid) == own
-        assert engine_windows._fence_client(f"http://127.0.0.1:{port}", join=True) == [first]
+        bound = fences.engine_bound(f"http://127.0.0.1:{port}")
+        assert fences.fence_client(own, bound, join=True) == [first]
         assert os.sched_getaffinity(0) == {first}
-        engine_windows._join_engine_cores(
-            f"http://127.0.0.1:{front_port}", f"http://127.0.0.1:{port}"
-        )
+        front_pid = fences.listener(f"http://127.0.0.1:{front_port}")
+        assert front_pid == front.pid
+        pin_process(front_pid, bound)  # as run() pins (j)'s gateway
         assert os.sched_getaffinity(front.pid) == {first}
         with pytest.raises(RuntimeError, match="no local process"):
-            engine_windows._join_engine_cores(f"http://127.0.0.1:{free_port()}", "")
+            fences.listener(f"http://127.0.0.1:{free_port()}")
+        with pytest.raises(RuntimeError, match="hold every core"):  # nowhere to fence them to
+            fences.fence_engine_helpers(f"http://127.0.0.1:{port}", {first}, {first})
     finally:
         pin_this_process(own)
         for proc in (engine, front):
