@@ -136,11 +136,11 @@ def bound_cores(pid: int, proc: Path = PROC) -> set[int]:
     return bound
 
 
-def fence_unbound(pid: int, cpus: set[int], proc: Path = PROC) -> int:
+def fence_unbound(pid: int, cpus: set[int], proc: Path = PROC) -> dict[int, set[int]]:
     """Move every thread of `pid`'s process tree that is not bound to one core onto `cpus`:
     the engine's helpers (API server, engine-core process, the workers' threads outside
-    OpenMP) off the cores its OpenMP threads hold. The number of threads moved."""
-    moved = 0
+    OpenMP) off the cores its OpenMP threads hold. Each thread moved, with the cores it had."""
+    moved: dict[int, set[int]] = {}
     for p in process_tree(pid, proc):
         for task in _listdir(proc / str(p) / "task"):
             allowed = cpus_allowed(_read(proc / str(p) / "task" / task / "status"))
@@ -148,8 +148,15 @@ def fence_unbound(pid: int, cpus: set[int], proc: Path = PROC) -> int:
                 continue
             with contextlib.suppress(ProcessLookupError):
                 os.sched_setaffinity(int(task), cpus)
-                moved += 1
+                moved[int(task)] = allowed
     return moved
+
+
+def unfence(moved: dict[int, set[int]]) -> None:
+    """Give each thread `fence_unbound` moved the cores it had (those gone are skipped)."""
+    for tid, cpus in moved.items():
+        with contextlib.suppress(ProcessLookupError):
+            os.sched_setaffinity(tid, cpus)
 
 
 def listening_pid(port: int, proc: Path = PROC) -> int | None:

@@ -30,10 +30,11 @@ def fence_client(own: set[int], bound: set[int], join: bool = False) -> list[int
     return sorted(left)
 
 
-def fence_engine_helpers(engine_url: str, own: set[int], bound: set[int]) -> int:
+def fence_engine_helpers(engine_url: str, own: set[int], bound: set[int]) -> dict[int, set[int]]:
     """Move the engine's threads that are not bound to one core (its API server, engine-core
-    process, its workers' threads outside OpenMP) onto `own` less `bound`: the number moved.
-    RuntimeError where the engine's threads hold every core."""
+    process, its workers' threads outside OpenMP) onto `own` less `bound`: those moved, with
+    the cores they had (gpu_agent.cores.unfence gives them back). RuntimeError where the
+    engine's threads hold every core."""
     if not own - bound:
         raise RuntimeError(f"{engine_url}: the engine's threads hold every core, none to fence to")
     return cores.fence_unbound(listener(engine_url), own - bound)

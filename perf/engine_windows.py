@@ -21,6 +21,10 @@ through the window's path:
        that spins `--burn` of one core in 0.3 ms slices and touches no traffic
     n  through nginx (Debian's), a compiled pass-through, the client sends priority: the
        floor of a hop that is not written in Python
+    e  straight to the engine, its helpers fenced for the window: every thread of the engine's
+       not bound to one core (API server, engine-core process, the workers' other threads)
+       moved off the cores its OpenMP threads hold, and given back after the window
+    h  through (g)'s gateway, the engine's helpers fenced as in (e)
     c  straight to the engine, closed loop at `--cap` requests in flight: a front that costs
        no CPU and keeps the engine's queue at cap - max_num_seqs (the arrivals and so the
        tier mix differ from the open loop's; the computed tokens and steps show by how much)
@@ -82,7 +86,7 @@ from perf.headline.rounds import ratio_interval
 from tools.tiny_model import size_problem
 from tools.vllm_env import LAYOUTS, use_layout
 
-KINDS = "dpgbncfj"
+KINDS = "dpgbncfjeh"
 SLICE_S = 0.0003  # the burner's busy slice
 
 
@@ -97,16 +101,16 @@ def burn(duty: float, slice_s: float = SLICE_S) -> None:
 
 
 def paired(
-    rows: list[dict[str, Any]], a_a: bool = False, key: str = "engine_tps"
+    rows: list[dict[str, Any]], a_a: bool = False, key: str = "engine_tps", reference: str = "d"
 ) -> list[dict[str, Any]]:
-    """Each window that is not (d) with its ratio to the mean `key` (engine rate) of the
-    nearest (d) window before it and after it (one of them at the ends; pure). `a_a`: each
-    (d) window instead, against the nearest other (d) windows: the same path judged against
-    itself, which should come out as no change."""
-    direct = [(i, r.get(key)) for i, r in enumerate(rows) if r["kind"] == "d"]
+    """Each window that is not of the `reference` kind (d) with its ratio to the mean `key`
+    (engine rate) of the nearest reference window before it and after it (one of them at the
+    ends; pure). `a_a`: each reference window instead, against the nearest other ones: the
+    same path judged against itself, which should come out as no change."""
+    direct = [(i, r.get(key)) for i, r in enumerate(rows) if r["kind"] == reference]
     out = []
     for i, row in enumerate(rows):
-        if (row["kind"] == "d") != a_a or not row.get(key):
+        if (row["kind"] == reference) != a_a or not row.get(key):
             continue
         before = [v for j, v in direct if j < i and v][-1:]
         after = [v for j, v in direct if j > i and v][:1]
@@ -140,14 +144,16 @@ def direct_a_a(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return {"windows": len(mine), **_spread(mine)}
 
 
-def pooled(runs: list[list[dict[str, Any]]], kind: str, key: str = "engine_tps") -> dict[str, Any]:
-    """One kind's windows over several runs, each judged within its own run (kind d: the A/A
-    case), as one geometric mean with a t interval on the logarithms (the headline's paired
-    rounds' ratio_interval; pure)."""
+def pooled(
+    runs: list[list[dict[str, Any]]], kind: str, key: str = "engine_tps", reference: str = "d"
+) -> dict[str, Any]:
+    """One kind's windows over several runs, each judged within its own run against the
+    `reference` kind (kind == reference: the A/A case), as one geometric mean with a t interval
+    on the logarithms (the headline's paired rounds' ratio_interval; pure)."""
     ratios = [
         row["ratio"]
         for rows in runs
-        for row in paired(rows, a_a=kind == "d", key=key)
+        for row in paired(rows, a_a=kind == reference, key=key, reference=reference)
         if row["kind"] == kind
     ]
     centre, interval = ratio_interval(ratios)
@@ -161,12 +167,13 @@ def _pool_main(argv: list[str]) -> int:
     p.add_argument("records", nargs="+", type=Path)
     p.add_argument("--kind", required=True, choices=list(KINDS))
     p.add_argument("--key", default="engine_tps", choices=list(RATES))
+    p.add_argument("--reference", default="d", choices=list(KINDS), help="judged against")
     args = p.parse_args(argv)
     try:
         runs = [json.loads(path.read_text(encoding="utf-8"))["windows"] for path in args.records]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         p.error(f"not a perf.engine_windows record: {exc}")
-    print(json.dumps(pooled(runs, args.kind, args.key)))
+    print(json.dumps(pooled(runs, args.kind, args.key, args.reference)))
     return 0
 
 
@@ -221,19 +228,20 @@ def run(args: argparse.Namespace, log: Any = print) -> list[dict[str, Any]]:
         fenced = args.fence_engine_helpers
         if fenced:
             moved = fences.fence_engine_helpers(engine, own, bound)
-            log(json.dumps({"fenced_engine_threads": moved, "onto": sorted(own - bound)}))
+            log(json.dumps({"fenced_engine_threads": len(moved), "onto": sorted(own - bound)}))
         if "n" in args.order:
             nginx = stack.enter_context(run_nginx(engine, workdir, "nginx"))
         if "p" in args.order:
             relay = stack.enter_context(run_relay(engine, workdir, "relay"))
-        if "g" in args.order:
+        by_hand = fenced or "e" in args.order or "h" in args.order
+        if "g" in args.order or "h" in args.order:
             # Fenced helpers are bound to one core each on two cores, and the keeper would read
             # them as the engine's OpenMP threads: (g) is then kept off by hand, as it would be.
             gateway = stack.enter_context(run_gateway(
                 engine, SEED_TIER_CONFIG, workdir, "gateway",
-                flags=["--no-keep-off-engine-cores"] if fenced else (),
+                flags=["--no-keep-off-engine-cores"] if by_hand else (),
             ))  # fmt: skip
-            if fenced:
+            if by_hand:
                 cores.pin_process(fences.listener(gateway), cores.keep_off(own, bound))
         if "f" in args.order:
             floating = stack.enter_context(run_gateway(
@@ -248,8 +256,8 @@ def run(args: argparse.Namespace, log: Any = print) -> list[dict[str, Any]]:
         client_cpus = None
         if args.client_off_engine_cores or args.client_on_engine_cores:
             client_cpus = fences.fence_client(own, bound, join=args.client_on_engine_cores)
-        targets = {"d": engine, "b": engine, "c": engine, "p": relay, "g": gateway, "n": nginx,
-                   "f": floating, "j": joined}  # fmt: skip
+        targets = {"d": engine, "b": engine, "c": engine, "e": engine, "p": relay, "g": gateway,
+                   "h": gateway, "n": nginx, "f": floating, "j": joined}  # fmt: skip
         for i, kind in enumerate(args.order):
             target = targets[kind]
             assert target is not None  # each kind in the order has its process, started above
@@ -262,17 +270,19 @@ def run(args: argparse.Namespace, log: Any = print) -> list[dict[str, Any]]:
                 duration_s=args.duration,
                 warmup_s=args.warmup,
                 seed=args.seed + i,
-                api_key=GATEWAY_KEY if kind in "gfj" else None,
-                tier_priority=None if kind in "gfj" else TIER_PRIORITY,
+                api_key=GATEWAY_KEY if kind in "gfjh" else None,
+                tier_priority=None if kind in "gfjh" else TIER_PRIORITY,
             )
+            helpers = fences.fence_engine_helpers(engine, own, bound) if kind in "eh" else {}
             with _burner(args.burn) if kind == "b" else contextlib.nullcontext() as pid:
                 cpu0, t0 = (cpu_seconds(pid) or 0.0, time.time()) if pid else (0.0, 0.0)
                 trace = workdir / f"window-{i}-trace.json"  # the engine's samples
-                named = _named(target if kind not in "dbc" else None)
+                named = _named(target if kind not in "dbce" else None)
                 sched0, s0 = sched_by_label(named), time.monotonic()
                 result, engine_figures, _ = asyncio.run(drive(spec, engine, None, False, trace))
                 sched = sched_rates(sched0, sched_by_label(named), time.monotonic() - s0)
                 burnt = ((cpu_seconds(pid) or 0.0) - cpu0) / (time.time() - t0) if pid else None
+            cores.unfence(helpers)
             row = {
                 "window": i,
                 "kind": kind,
@@ -284,7 +294,8 @@ def run(args: argparse.Namespace, log: Any = print) -> list[dict[str, Any]]:
                 "completed": (result.summary.get("overall") or {}).get("completed"),
                 "burner_cores": burnt,
                 "client_cpus": client_cpus,
-                "gateway_cpus": _cpus_of(target) if kind in "gfj" else None,
+                "gateway_cpus": _cpus_of(target) if kind in "gfjh" else None,
+                "helpers_fenced": len(helpers) if kind in "eh" else None,
                 "sched": sched,
             }
             log(json.dumps(row))

@@ -23,6 +23,7 @@ from gpu_agent.cores import (
     listening_pid,
     local_listener,
     process_tree,
+    unfence,
 )
 from gpu_agent.sim.testing import free_port
 from gpu_agent.testing import start_agent_process
@@ -176,14 +177,19 @@ def test_the_engines_helpers_are_moved_off_its_bound_cores_and_its_bound_threads
         assert proc.stdout is not None
         child = int(proc.stdout.readline())
         assert bound_cores(proc.pid) == {first}
-        assert fence_unbound(proc.pid, rest) == 2  # the helper thread and the child's thread
+        moved = fence_unbound(proc.pid, rest)
+        assert len(moved) == 2 and child in moved  # the helper thread and the child's thread
+        assert all(cpus == os.sched_getaffinity(0) for cpus in moved.values())  # as they were
         assert sorted(map(len, filter(None, _agent_cores(proc.pid)))) == [1, len(rest)]
         assert {frozenset(c or ()) for c in _agent_cores(proc.pid)} == {
             frozenset({first}),
             frozenset(rest),
         }
         assert _agent_cores(child) == [rest]
-        assert fence_unbound(proc.pid, rest) == 0  # nothing left to move
+        assert fence_unbound(proc.pid, rest) == {}  # nothing left to move
+        unfence(moved)  # and back
+        assert _agent_cores(child) == [os.sched_getaffinity(0)]
+        assert sorted(map(len, filter(None, _agent_cores(proc.pid)))) == [1, len(rest) + 1]
     finally:
         if child is not None:
             with contextlib.suppress(ProcessLookupError):

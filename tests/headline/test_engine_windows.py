@@ -63,6 +63,23 @@ def test_each_window_is_judged_against_the_direct_windows_nearest_it() -> None:
     assert out["b"]["windows"] == 1
 
 
+def test_windows_can_be_judged_against_another_reference_kind() -> None:
+    """(h) against the fenced direct windows (e) nearest it, and (e) against each other as
+    the A/A case; a pool over runs does the same."""
+    rows = [_row("d", 2000), _row("e", 1000), _row("h", 990), _row("d", 2000), _row("e", 1200),
+            _row("h", 1000)]  # fmt: skip
+    judged = engine_windows.paired(rows, reference="e")
+    assert [(r["kind"], round(r["ratio"], 3)) for r in judged] == [
+        ("d", 2.0), ("h", 0.9), ("d", round(2000 / 1100, 3)), ("h", round(1000 / 1200, 3))
+    ]  # fmt: skip
+    assert [round(r["ratio"], 3) for r in engine_windows.paired(rows, True, reference="e")] == [
+        round(1000 / 1200, 3), 1.2
+    ]  # fmt: skip
+    pool = engine_windows.pooled([rows, rows], "h", reference="e")
+    assert pool["windows"] == 4
+    assert pool["ratio"] == pytest.approx(math.sqrt(0.9 * 1000 / 1200))
+
+
 def test_the_computed_tokens_and_the_steps_are_judged_as_the_generated_tokens_are() -> None:
     rows = [
         {"kind": "d", "engine_tps": 1000, "computed_tps": 4000, "steps_ps": 50},
@@ -125,12 +142,12 @@ def test_a_run_against_the_simulator_reads_the_engine_in_every_window(tmp_path) 
     the burner and the load generator (open loop, and closed at the cap); every window gets
     the engine's own figures."""
     args = argparse.Namespace(
-        engine="sim", engine_cores="shared", engine_nice=0, order="dpgbcnfj", rate=12.0,
+        engine="sim", engine_cores="shared", engine_nice=0, order="dpgbcnfjeh", rate=12.0,
         duration=2.0, warmup=1.0, burn=0.2, cap=4, seed=1, workdir=str(tmp_path),
         client_off_engine_cores=False, client_on_engine_cores=False, fence_engine_helpers=False,
     )  # fmt: skip
     rows = engine_windows.run(args, log=lambda line: None)
-    assert [r["kind"] for r in rows] == list("dpgbcnfj")
+    assert [r["kind"] for r in rows] == list("dpgbcnfjeh")
     for row in rows:
         assert row["engine_tps"] and row["engine_tps"] > 0, row
         assert row["computed_tps"] > row["engine_tps"], row  # and the prompts' prefill
@@ -148,14 +165,15 @@ def test_a_run_against_the_simulator_reads_the_engine_in_every_window(tmp_path) 
     assert {r["client_cpus"] for r in rows} == {None}  # the client was left where it was
     every = sorted(os.sched_getaffinity(0))  # the simulator binds no thread: nobody moved
     fronts = [r["gateway_cpus"] for r in rows]  # the gateways' (g, f, j) and None elsewhere
-    assert fronts == [None, None, every, None, None, None, every, every]
+    assert fronts == [None, None, every, None, None, None, every, every, None, every]
+    assert [r["helpers_fenced"] for r in rows][-2:] == [0, 0]  # (e), (h): nothing was bound
     for row in rows:  # what the scheduler did with each process, by its label
         sched = row["sched"]
         for name in ("loadgen", "simulator"):
             assert sched[name]["run_s"] > 0.01 and sched[name]["voluntary"] > 1, (name, row)
             assert sched[name]["wait_s"] >= 0 and sched[name]["involuntary"] >= 0, (name, row)
-        assert ("front" in sched) == (row["kind"] in "pgnfj"), row  # the window's own front
-        if row["kind"] in "pgfj":  # which relayed every stream (nginx's listener is its master)
+        assert ("front" in sched) == (row["kind"] in "pgnfjh"), row  # the window's own front
+        if row["kind"] in "pgfjh":  # which relayed every stream (nginx's listener is its master)
             assert sched["front"]["run_s"] > 0.01 and sched["front"]["voluntary"] > 1, row
         assert ("burner" in sched) == (row["kind"] == "b"), row
 
