@@ -118,6 +118,7 @@ class Agent:
             (lambda: supervisor.pid) if supervisor is not None else None,
             lambda: self.engine_url,
             enabled=options.keep_off_engine_cores,
+            fence_helpers=options.fence_engine_helpers,
         )
 
     # -- facts read on the hot path -------------------------------------------------------

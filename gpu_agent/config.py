@@ -47,6 +47,7 @@ class AgentOptions:
     engine_start_timeout_s: float = 300.0
     engine_nice: int = DEFAULT_ENGINE_NICE
     keep_off_engine_cores: bool = True
+    fence_engine_helpers: bool = True
     upstream_connect_timeout_s: float = 5.0
     upstream_read_timeout_s: float = 600.0
     upstream_pool_size: int = 1024
@@ -158,6 +159,14 @@ def build_parser() -> argparse.ArgumentParser:
         "port)",
     )
     parser.add_argument(
+        "--fence-engine-helpers",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="with --keep-off-engine-cores, also move the engine's threads that are not bound "
+        "to one core (vLLM's API server and engine-core process) off its bound cores, beside "
+        "the agent; given back when the agent stops (default on)",
+    )
+    parser.add_argument(
         "--engine-nice",
         type=int,
         choices=range(20),
@@ -244,6 +253,7 @@ def parse_args(argv: list[str] | None = None) -> AgentOptions:
         engine_start_timeout_s=ns.engine_start_timeout,
         engine_nice=ns.engine_nice,
         keep_off_engine_cores=ns.keep_off_engine_cores,
+        fence_engine_helpers=ns.fence_engine_helpers,
         upstream_read_timeout_s=ns.upstream_read_timeout,
         upstream_pool_size=ns.upstream_pool_size,
         client_write_timeout_s=ns.client_write_timeout,

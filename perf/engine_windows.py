@@ -11,7 +11,9 @@ through the window's path:
 
     d  straight to the engine (the client sends each tier's priority)
     p  through the bare relay (python -m gpu_agent.relay_floor), the client sends priority
-    g  through the gateway, the seed's tier config verbatim
+    g  through the gateway, the seed's tier config verbatim, keeping off the engine's OpenMP
+       cores but leaving its helpers where they are (`--no-fence-engine-helpers`; the agent's
+       default moves them, as (h) does)
     f  through the gateway as (g), told not to keep off the cores vLLM's OpenMP threads are
        bound to (`--no-keep-off-engine-cores`): its threads float over every core
     j  through the gateway as (f), its threads pinned onto the cores vLLM's OpenMP threads
@@ -24,7 +26,8 @@ through the window's path:
     e  straight to the engine, its helpers fenced for the window: every thread of the engine's
        not bound to one core (API server, engine-core process, the workers' other threads)
        moved off the cores its OpenMP threads hold, and given back after the window
-    h  through (g)'s gateway, the engine's helpers fenced as in (e)
+    h  through (g)'s gateway, the engine's helpers fenced as in (e): what the agent's default
+       (`--fence-engine-helpers`) does
     c  straight to the engine, closed loop at `--cap` requests in flight: a front that costs
        no CPU and keeps the engine's queue at cap - max_num_seqs (the arrivals and so the
        tier mix differ from the open loop's; the computed tokens and steps show by how much)
@@ -237,9 +240,10 @@ def run(args: argparse.Namespace, log: Any = print) -> list[dict[str, Any]]:
         if "g" in args.order or "h" in args.order:
             # Fenced helpers are bound to one core each on two cores, and the keeper would read
             # them as the engine's OpenMP threads: (g) is then kept off by hand, as it would be.
+            # Its keeper leaves the helpers alone: the tool fences them window by window.
             gateway = stack.enter_context(run_gateway(
                 engine, SEED_TIER_CONFIG, workdir, "gateway",
-                flags=["--no-keep-off-engine-cores"] if by_hand else (),
+                flags=["--no-keep-off-engine-cores"] if by_hand else ["--no-fence-engine-helpers"],
             ))  # fmt: skip
             if by_hand:
                 cores.pin_process(fences.listener(gateway), cores.keep_off(own, bound))

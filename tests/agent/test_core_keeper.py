@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from gpu_agent.core_keeper import FIRST_CHECK_S
+from gpu_agent.core_keeper import CHECK_S, FIRST_CHECK_S
 from gpu_agent.cores import (
     bound_cores,
     cpus_allowed,
@@ -147,6 +147,57 @@ def test_an_attached_agent_finds_a_local_engine_by_its_port(tmp_path: Path) -> N
             assert cores["binding"] is None  # attached: the agent did not start it
     finally:
         engine.terminate()
+        engine.wait(10)
+
+
+@needs_two_cores
+def test_the_agent_moves_the_engines_helpers_beside_itself_and_gives_them_back(
+    tmp_path: Path,
+) -> None:
+    """A real engine shaped as vLLM's CPU build: the simulator (its API server and loop, on
+    every core) with a child bound to the first core (its OpenMP worker). The attached agent
+    keeps off that core and moves the simulator's threads beside itself; its later checks do
+    not mistake them for bound ones; it gives them back when it stops; and with
+    --no-fence-engine-helpers it leaves them."""
+    own = os.sched_getaffinity(0)
+    first, port = min(own), free_port()
+    rest = own - {first}
+    sim = f"{sys.executable} -m gpu_agent.sim serve demo --port {port} --sim-preset tiny-test"
+    engine = subprocess.Popen(
+        ["sh", "-c", f"taskset -c {first} sleep 600 & exec {sim}"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        wait_answering(f"http://127.0.0.1:{port}/health")
+        (worker,) = process_tree(engine.pid)[1:]  # the bound child
+        args = standalone_args(tmp_path, f"http://127.0.0.1:{port}", tier_config())
+        with start_agent_process(args, tmp_path / "a.log", node_token=NODE_TOKEN) as agent:
+            cores = wait_for(
+                lambda: (c := agent.status()["cores"])["engine_helpers_on"] and c,
+                what="the engine's helpers moved",
+            )
+            assert cores["engine_helpers_on"] == sorted(rest) == cores["agent_cpus"]
+            assert cores["engine_bound"] == [first] and cores["fence_engine_helpers"] is True
+            assert all(t == rest for t in _agent_cores(engine.pid))  # every simulator thread
+            assert _agent_cores(worker) == [{first}]  # and the bound one where it was
+            assert "engine threads not bound to a core" in agent.output()
+            time.sleep(CHECK_S + 1)  # a later check: the moved threads are not the engine's
+            cores = agent.status()["cores"]
+            assert cores["engine_bound"] == [first] and cores["agent_cpus"] == sorted(rest)
+        assert all(t == own for t in _agent_cores(engine.pid))  # given back at the stop
+        args = [*args, "--no-fence-engine-helpers"]
+        with start_agent_process(args, tmp_path / "b.log", node_token=NODE_TOKEN) as agent:
+            cores = wait_for(
+                lambda: (c := agent.status()["cores"])["agent_cpus"] == sorted(rest) and c,
+                what="the agent off the engine's core",
+            )
+            assert cores["fence_engine_helpers"] is False and cores["engine_helpers_on"] is None
+            assert all(t == own for t in _agent_cores(engine.pid))
+    finally:
+        for pid in process_tree(engine.pid)[::-1]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, 9)
         engine.wait(10)
 
 

@@ -9,6 +9,7 @@ import pytest
 from console.bench.headline.arms import standard_arms
 from console.bench.headline.options import check
 from console.bench.headline.workload import engine_flags, engine_sequences
+from gpu_agent import config as agent_config
 from perf.headline.__main__ import build_parser
 from scheduler import parse_config
 
@@ -99,3 +100,17 @@ def test_reserve_arms_are_arm_d_with_some_of_the_engines_sequences_reserved(
 def test_the_engine_sequences_come_from_its_flags() -> None:
     assert engine_sequences(["--max-num-seqs", "8", "--enable-prefix-caching"]) == 8
     assert engine_sequences(["--enable-prefix-caching"]) == 256  # the agent's default
+
+
+def test_arm_x_is_w_with_the_agent_leaving_the_engines_helpers_where_they_are() -> None:
+    """(x): the same tier config as (w), and the agent told --no-fence-engine-helpers, a flag
+    the agent reads as that; every other arm's agent keeps its defaults."""
+    arms = {arm.key: arm for arm in standard_arms()}
+    flags = engine_flags("priority", 1.0, 0, "vllm")
+    assert arms["x"].gateway_config(flags) == arms["w"].gateway_config(flags)
+    assert arms["x"].gateway_flags == ("--no-fence-engine-helpers",)
+    assert [k for k, arm in arms.items() if arm.gateway_flags] == ["x"]
+    base = ["--engine-url", "http://127.0.0.1:8000", "--listen", "127.0.0.1:9100"]
+    base += ["--tier-config", "t.json", "--keys", "k"]
+    assert agent_config.parse_args([*base, *arms["x"].gateway_flags]).fence_engine_helpers is False
+    assert agent_config.parse_args(base).fence_engine_helpers is True

@@ -56,6 +56,7 @@ class Arm:
     # engine's priority queue, and the capped reserve counts against the sequences the gateway
     # learns from /metrics (scheduler/rooms.py, `_slot_room`).
     urgent_waits_in_engine: bool = False
+    gateway_flags: tuple[str, ...] = ()  # more of the agent's command-line flags
 
     @property
     def via_gateway(self) -> bool:
@@ -140,6 +141,13 @@ def standard_arms() -> list[Arm]:
             "gateway (seed 000 tiers, max_in_flight = the engine's max_num_seqs, "
             "reserved_slots 3 following online's arrivals), engine priority", "priority",
             SEED_TIER_CONFIG, reserve_sequences=3, reserve_follows_arrivals=True),
+        # (w) with the agent leaving vLLM's helpers (API server, engine-core process) where
+        # they are, free to run on its OpenMP core: the agent's default moves them beside
+        # itself (--fence-engine-helpers; docs/performance.md, "vLLM's helpers on its OpenMP core").
+        Arm("x", "gateway-reserve3follow-nofence-priority",
+            "gateway as (w), vLLM's helpers left where they are (--no-fence-engine-helpers), "
+            "engine priority", "priority", SEED_TIER_CONFIG, reserve_sequences=3,
+            reserve_follows_arrivals=True, gateway_flags=("--no-fence-engine-helpers",)),
         # (q) whose reserve caps batch's and offline's sequences at 16 - 6 instead of keeping
         # the last 6 of all 16 from them: online's requests take from the reserve, so the
         # engine runs 10 plus online's, not 10 in all. (m) and (q) left the engine at about
@@ -350,6 +358,7 @@ def run_arm(
                 arm.name,
                 source or ROOT,
                 trace=setup.gateway_trace,
+                flags=arm.gateway_flags,
             )
         elif arm.relay:
             gateway = run_relay(engine_url, setup.workdir, arm.name)
