@@ -278,9 +278,10 @@ def test_every_documented_window_pool_prints_what_the_docs_say() -> None:
         argv = command.split()
         kind = argv[argv.index("--kind") + 1]
         key = argv[argv.index("--key") + 1] if "--key" in argv else "engine_tps"
+        reference = argv[argv.index("--reference") + 1] if "--reference" in argv else "d"
         files = [a for a in argv if a.endswith(".json")]
         runs = [json.loads((ROOT / f).read_text())["windows"] for f in files]
-        out = engine_windows.pooled(runs, kind, key)
+        out = engine_windows.pooled(runs, kind, key, reference)
         assert f"{out['ratio']:.3f}" == ratio, command
         assert [f"{v:.3f}" for v in out["interval"]] == [low, high], command
         assert out["windows"] == int(windows), command
