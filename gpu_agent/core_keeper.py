@@ -136,6 +136,7 @@ class CoreKeeper:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-        with contextlib.suppress(OSError):
-            unfence(self._fenced)
+        if self._fence is not None and os.path.exists(f"/proc/{self._fence[0]}"):
+            with contextlib.suppress(OSError):  # (an engine gone has no threads to give back)
+                unfence(self._fenced)
         self._fence, self._fenced = None, {}

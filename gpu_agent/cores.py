@@ -137,17 +137,19 @@ def bound_cores(pid: int, proc: Path = PROC) -> set[int]:
 
 
 def fence_unbound(pid: int, cpus: set[int], proc: Path = PROC) -> dict[int, set[int]]:
-    """Move every thread of `pid`'s process tree that is not bound to one core onto `cpus`:
-    the engine's helpers (API server, engine-core process, the workers' threads outside
-    OpenMP) off the cores its OpenMP threads hold. Each thread moved, with the cores it had."""
+    """Keep every thread of `pid`'s process tree that is not bound to one core to those of
+    its cores that are in `cpus`: the engine's helpers (API server, engine-core process, the
+    workers' threads outside OpenMP) off the cores its OpenMP threads hold. A thread is only
+    ever narrowed, never given a core it did not have; one with none of `cpus` is left. Each
+    thread moved, with the cores it had."""
     moved: dict[int, set[int]] = {}
     for p in process_tree(pid, proc):
         for task in _listdir(proc / str(p) / "task"):
             allowed = cpus_allowed(_read(proc / str(p) / "task" / task / "status"))
-            if allowed is None or len(allowed) == 1 or allowed == cpus:
+            if allowed is None or len(allowed) == 1 or not allowed & cpus or allowed <= cpus:
                 continue
             with contextlib.suppress(ProcessLookupError):
-                os.sched_setaffinity(int(task), cpus)
+                os.sched_setaffinity(int(task), allowed & cpus)
                 moved[int(task)] = allowed
     return moved
 

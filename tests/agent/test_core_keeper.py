@@ -56,6 +56,24 @@ def test_the_cores_bound_one_each_below_the_engine(tmp_path: Path) -> None:
     assert cpus_allowed("Name:\tx\n") is None
 
 
+def test_helpers_are_only_ever_narrowed_to_the_cores_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Engine 10 on four cores: 10 may run anywhere, 11 on 2-3 only (an operator's taskset), 12
+    # on 0-1, 13 and 14 bound (OpenMP), 15 already on 2-3 and 16 on 2. Fenced to 1-3.
+    _task(tmp_path, 10, 10, "0-3")
+    for tid, cpus in ((11, "2-3"), (12, "0-1"), (13, "0"), (14, "1"), (15, "1-3"), (16, "2")):
+        _task(tmp_path, 10, tid, cpus)
+    calls: list[tuple[int, set[int]]] = []
+    monkeypatch.setattr(os, "sched_setaffinity", lambda tid, cpus: calls.append((tid, cpus)))
+    moved = fence_unbound(10, {1, 2, 3}, tmp_path)
+    assert sorted(calls) == [(10, {1, 2, 3}), (12, {1})]  # narrowed, never widened; bound left
+    assert moved == {10: {0, 1, 2, 3}, 12: {0, 1}}
+    calls.clear()
+    unfence(moved)
+    assert sorted(calls) == [(10, {0, 1, 2, 3}), (12, {0, 1})]
+
+
 def test_the_agent_keeps_to_what_is_left_and_never_to_nothing() -> None:
     assert keep_off({0, 1}, {0}) == {1}
     assert keep_off({0, 1, 2, 3}, {0, 1}) == {2, 3}
