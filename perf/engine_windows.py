@@ -238,9 +238,9 @@ def run(args: argparse.Namespace, log: Any = print) -> list[dict[str, Any]]:
             relay = stack.enter_context(run_relay(engine, workdir, "relay"))
         by_hand = fenced or "e" in args.order or "h" in args.order
         if "g" in args.order or "h" in args.order:
-            # Fenced helpers are bound to one core each on two cores, and the keeper would read
-            # them as the engine's OpenMP threads: (g) is then kept off by hand, as it would be.
-            # Its keeper leaves the helpers alone: the tool fences them window by window.
+            # With the tool fencing in the run, (g) is kept off by hand: its keeper would read
+            # the fenced helpers (one core each on two cores) as OpenMP threads. Otherwise its
+            # keeper keeps off and leaves the helpers alone, as (g) always has.
             gateway = stack.enter_context(run_gateway(
                 engine, SEED_TIER_CONFIG, workdir, "gateway",
                 flags=["--no-keep-off-engine-cores"] if by_hand else ["--no-fence-engine-helpers"],
