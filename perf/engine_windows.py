@@ -388,7 +388,14 @@ def main(argv: list[str] | None = None) -> int:
             else "--order empty, --burn not in (0, 1) or --cap < 1"
         )
         parser().error(f"{what}; kinds: {KINDS}")
-    rows = run(args)
+    fencing = args.fence_engine_helpers or "e" in args.order or "h" in args.order
+    if fencing and args.engine == "vllm" and args.engine_cores == "shared":
+        parser().error("--engine-cores shared binds vLLM to every core: none to fence helpers to")
+    try:
+        rows = run(args)
+    except RuntimeError as exc:  # an engine or front that did not start, a core not found
+        print(f"python -m perf.engine_windows: {exc}", file=sys.stderr)
+        return 1
     result = {"command": ["python", "-m", "perf.engine_windows", *argv], "windows": rows,
               "summary": summary(rows), "direct_a_a": direct_a_a(rows)}  # fmt: skip
     print(json.dumps({"summary": result["summary"], "direct_a_a": result["direct_a_a"]}, indent=2))

@@ -126,6 +126,8 @@ def test_windows_without_a_figure_or_without_a_direct_window_are_not_judged() ->
         (["--model-size", "100", "2"], "--model-size: hidden must be a multiple of 64"),
         (["--model-size", "128", "0"], "layers at least 1, not 128 and 0"),
         (["--engine", "sim", "--model-size", "512", "4"], "--model-size: only with --engine vllm"),
+        (["--order", "deh"], "none to fence helpers to"),  # vLLM on every core (the default)
+        (["--fence-engine-helpers", "--order", "dg"], "none to fence helpers to"),
     ],
 )
 def test_bad_arguments_are_refused_naming_what_is_wrong(
@@ -135,6 +137,17 @@ def test_bad_arguments_are_refused_naming_what_is_wrong(
         engine_windows.main(argv)
     assert exit_.value.code == 2
     assert says in capsys.readouterr().err
+
+
+def test_a_run_that_cannot_start_says_why_without_a_traceback(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def fails(args: argparse.Namespace) -> list[dict[str, object]]:
+        raise RuntimeError("http://127.0.0.1:1: no local process listens there")
+
+    monkeypatch.setattr(engine_windows, "run", fails)
+    assert engine_windows.main(["--engine", "sim", "--order", "dg"]) == 1
+    assert "perf.engine_windows: http://127.0.0.1:1: no local process" in capsys.readouterr().err
 
 
 def test_a_run_against_the_simulator_reads_the_engine_in_every_window(tmp_path) -> None:
