@@ -210,6 +210,12 @@ def _drain(engine_url: str, timeout_s: float = 120.0) -> None:
     raise RuntimeError(f"{engine_url}: the engine did not drain in {timeout_s:.0f} s")
 
 
+def tool_fences(args: argparse.Namespace) -> bool:
+    """Whether this run moves the engine's helpers itself: for the whole run, or for windows
+    (e) and (h)."""
+    return bool(args.fence_engine_helpers) or "e" in args.order or "h" in args.order
+
+
 def run(args: argparse.Namespace, log: Any = print) -> list[dict[str, Any]]:
     workdir = Path(args.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
@@ -236,7 +242,7 @@ def run(args: argparse.Namespace, log: Any = print) -> list[dict[str, Any]]:
             nginx = stack.enter_context(run_nginx(engine, workdir, "nginx"))
         if "p" in args.order:
             relay = stack.enter_context(run_relay(engine, workdir, "relay"))
-        by_hand = fenced or "e" in args.order or "h" in args.order
+        by_hand = tool_fences(args)
         if "g" in args.order or "h" in args.order:
             # With the tool fencing in the run, (g) is kept off by hand: its keeper would read
             # the fenced helpers (one core each on two cores) as OpenMP threads. Otherwise its
@@ -388,8 +394,7 @@ def main(argv: list[str] | None = None) -> int:
             else "--order empty, --burn not in (0, 1) or --cap < 1"
         )
         parser().error(f"{what}; kinds: {KINDS}")
-    fencing = args.fence_engine_helpers or "e" in args.order or "h" in args.order
-    if fencing and args.engine == "vllm" and args.engine_cores == "shared":
+    if tool_fences(args) and args.engine == "vllm" and args.engine_cores == "shared":
         parser().error("--engine-cores shared binds vLLM to every core: none to fence helpers to")
     try:
         rows = run(args)
