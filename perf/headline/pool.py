@@ -16,7 +16,9 @@ drain after the window that requests per second counts), the ratio of output tok
 inside it (`tokens_ratio`: the same without favouring an arm that finishes short requests in
 the window and leaves long ones for the drain), and how many requests the
 reference's engine held waiting on average (`reference_waiting`, from its /metrics: whether
-the round was past the engine's knee, where the target is about). Two sources, both accepted
+the round was past the engine's knee, where the target is about); sets exported since
+6 December also keep the batch and offline tiers' TTFT P99 ratios (`batch_p99_ratio`,
+`offline_p99_ratio`: what the online figure costs the lower tiers). Two sources, both accepted
 on the command line:
 - a rounds record written by `perf.headline --rounds N --json FILE` (its `records`), or
 - a round set, such as those in docs/rounds/: written by `--export` from a rounds record, or
@@ -28,7 +30,8 @@ the logs (rounds.py `ratio_interval`), the issue's verdict (resolved only when t
 excludes x1), and beside it a non-inferiority reading (the interval's upper end at most
 `--margin`), with the rounds a difference of the pooled size would need before the interval
 excluded x1. Throughput gets the same paired interval, by requests per second, by requests
-done in the window and by output tokens streamed in it. `--saturated W` keeps only the
+done in the window and by output tokens streamed in it, and so do the lower tiers' TTFT
+P99s. `--saturated W` keeps only the
 rounds whose reference queued at least W requests on average. Pure functions, but for
 `tokens_ratio_from_folder` (which `from_record` calls for records that lack the token figure);
 `main` is the shell.
@@ -54,6 +57,7 @@ from perf.headline.rounds import judge, paired_verdict, ratio_interval, steady_r
 
 KIND = "headline round set"
 DEFAULT_MARGIN = 1.15  # the margin proposed for the real-engine target (docs/performance.md)
+LOWER_TIERS = ("batch", "offline")  # their TTFT P99 ratios ride along in a set, where recorded
 
 
 class SetError(ValueError):
@@ -112,12 +116,20 @@ def window_figures(doc: Any, arm: str, reference: str) -> dict[str, float | None
         )
         return mine / ref if _positive(mine) and _positive(ref) else None
 
+    def tier_ratio(tier: str) -> float | None:
+        mine, ref = (
+            (((arms.get(key) or {}).get("tiers") or {}).get(tier) or {}).get("ttft_p99_ms")
+            for key in (arm, reference)
+        )
+        return mine / ref if _positive(mine) and _positive(ref) else None
+
     waiting = (((arms.get(reference) or {}).get("engine") or {}).get("engine_waiting") or {}).get(
         "mean"
     )
     return {
         "done_ratio": ratio("done_in_window_rps"),
         "tokens_ratio": ratio("tokens_in_window_tps"),
+        **{f"{tier}_p99_ratio": tier_ratio(tier) for tier in LOWER_TIERS},
         "reference_waiting": waiting if _number(waiting) and waiting >= 0 else None,
     }
 
@@ -173,6 +185,7 @@ def as_set(doc: Any, arm: str, reference: str, name: str) -> dict[str, Any]:
             ("throughput_ratio", _positive, "a positive number or null"),
             ("done_ratio", _positive, "a positive number or null"),
             ("tokens_ratio", _positive, "a positive number or null"),
+            *((f"{t}_p99_ratio", _positive, "a positive number or null") for t in LOWER_TIERS),
             ("reference_waiting", lambda v: _number(v) and v >= 0, "a number >= 0 or null"),
         ):
             if r.get(key) is not None and not check(r[key]):
@@ -203,12 +216,12 @@ def pool(
     centre, interval = ratio_interval(ratios, confidence)
     logs = np.log(ratios) if ratios else np.array([])
     sd = float(logs.std(ddof=1)) if logs.size > 1 else None
-    throughputs = [r["throughput_ratio"] for r in kept if r.get("throughput_ratio")]
-    throughput, throughput_interval = ratio_interval(throughputs, confidence)
-    dones = [r["done_ratio"] for r in kept if r.get("done_ratio")]
-    done, done_interval = ratio_interval(dones, confidence)
-    tokens = [r["tokens_ratio"] for r in kept if r.get("tokens_ratio")]
-    token, token_interval = ratio_interval(tokens, confidence)
+    beside: dict[str, Any] = {}  # each figure kept beside the P99 (over the rounds that hold it)
+    for figure in ("throughput", "done", "tokens", *(f"{t}_p99" for t in LOWER_TIERS)):
+        values = [r[f"{figure}_ratio"] for r in kept if r.get(f"{figure}_ratio")]
+        centre_, interval_ = ratio_interval(values, confidence)
+        beside |= {f"{figure}_ratio": centre_, f"{figure}_ratio_interval": interval_,
+                   f"{figure}_rounds": len(values)}  # fmt: skip
     verdict = "too few rounds" if interval is None else paired_verdict(interval)
     return {
         "sets": [s["name"] for s in sets],
@@ -221,15 +234,7 @@ def pool(
         "margin": margin,
         "non_inferior": interval is not None and interval[1] <= margin,
         "rounds_to_resolve": rounds_to_resolve(centre, sd, confidence),
-        "throughput_ratio": throughput,
-        "throughput_ratio_interval": throughput_interval,
-        "throughput_rounds": len(throughputs),
-        "done_ratio": done,
-        "done_ratio_interval": done_interval,
-        "done_rounds": len(dones),
-        "tokens_ratio": token,
-        "tokens_ratio_interval": token_interval,
-        "tokens_rounds": len(tokens),
+        **beside,
         "saturated": saturated,
     }
 
@@ -287,6 +292,12 @@ def render(pooled: dict[str, Any], arm: str, reference: str) -> str:
         f"output tokens streamed in the window: {_x(pooled['tokens_ratio'])} (paired 95% "
         f"interval {_span(pooled['tokens_ratio_interval'])}; over the {pooled['tokens_rounds']} "
         "rounds that recorded it)",
+        *(
+            f"{tier} TTFT P99: {_x(pooled[f'{tier}_p99_ratio'])} (paired 95% interval "
+            f"{_span(pooled[f'{tier}_p99_ratio_interval'])}; over the "
+            f"{pooled[f'{tier}_p99_rounds']} rounds that recorded it)"
+            for tier in LOWER_TIERS
+        ),
     ]
     return "\n".join(lines)
 

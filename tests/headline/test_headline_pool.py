@@ -99,6 +99,9 @@ def test_a_set_from_a_record_keeps_ratios_and_steadiness() -> None:
         ({"kind": "headline round set", "arm": "d", "reference": "b",
           "rounds": [{"p99_ratio": 1.0, "throughput_ratio": "fast"}]},
          r"rounds\[1\].throughput_ratio"),
+        ({"kind": "headline round set", "arm": "d", "reference": "b",
+          "rounds": [{"p99_ratio": 1.0, "offline_p99_ratio": 0}]},
+         r"rounds\[1\].offline_p99_ratio"),
     ],
 )  # fmt: skip
 def test_a_bad_set_is_refused_by_field(doc: dict[str, Any], field: str) -> None:
@@ -155,6 +158,37 @@ def test_a_set_keeps_the_window_and_the_regime_and_pools_by_them(
     assert "output tokens streamed in the window: x0.882 (paired 95% interval" in out
     # A record without documents (older runs) still exports, without the window's figures.
     assert from_record(_record([1.0], [0.0]), "d", "b", "O")["rounds"][0]["done_ratio"] is None
+
+
+def test_a_set_keeps_the_lower_tiers_p99_and_pools_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What the online figure costs the lower tiers: each round's batch and offline TTFT P99
+    over the reference's, pooled with their own paired interval; absent where not recorded."""
+    record = _record([0.9, 1.0, 0.95], [0.01] * 3)
+    offline = [(5000.0, 3300.0), (4000.0, 2800.0), (6000.0, 3900.0)]
+    record["docs"] = [
+        {"arms": [{"key": k, "tiers": {"offline": {"ttft_p99_ms": pair[i]},
+                                       "batch": {"ttft_p99_ms": 1000.0}}}
+                  for i, k in enumerate(("b", "d"))]}
+        for pair in offline
+    ]  # fmt: skip
+    s = from_record(record, "d", "b", "T")
+    assert [r["offline_p99_ratio"] for r in s["rounds"]] == pytest.approx([0.66, 0.7, 0.65])
+    assert [r["batch_p99_ratio"] for r in s["rounds"]] == [1.0, 1.0, 1.0]
+    pooled = pool([as_set(json.loads(json.dumps(s)), "d", "b", "T")])
+    assert pooled["offline_p99_rounds"] == 3
+    assert pooled["offline_p99_ratio"] == pytest.approx((0.66 * 0.7 * 0.65) ** (1 / 3))
+    low, high = pooled["offline_p99_ratio_interval"]
+    assert 0.6 < low < pooled["offline_p99_ratio"] < high < 0.75
+    assert pooled["batch_p99_ratio_interval"] == pytest.approx((1.0, 1.0))
+    path = tmp_path / "T.json"
+    path.write_text(json.dumps(record))
+    assert main([str(path)]) == 0
+    printed = capsys.readouterr().out
+    assert "offline TTFT P99: x0.670 (paired 95% interval x0.608 to x0.738;" in printed
+    bare = pool([from_record(_record([1.0, 1.1], [0.0, 0.0]), "d", "b", "O")])
+    assert bare["offline_p99_rounds"] == 0 and bare["offline_p99_ratio"] is None
 
 
 def _run(window_start: float, samples: list[RequestSample]) -> dict[str, Any]:
@@ -256,10 +290,16 @@ def test_every_documented_pool_command_prints_what_the_docs_say(
     monkeypatch.chdir(ROOT)
     text = (ROOT / "docs" / "performance.md").read_text(encoding="utf-8")
     found = re.findall(
-        r"-m perf\.headline\.pool (.+)\n\s*# gives (x[\d.]+) \((x[\d.]+) to (x[\d.]+)\)", text
+        r"-m perf\.headline\.pool (.+)\n\s*# gives (x[\d.]+) \((x[\d.]+) to (x[\d.]+)\)(.*)",
+        text,
     )
     assert len(found) >= 3
-    for rest, centre, low, high in found:
+    offline = r"offline TTFT P99 (x[\d.]+) \((x[\d.]+) to (x[\d.]+)\)"
+    for rest, centre, low, high, tail in found:
         assert main(shlex.split(rest)) == 0
         printed = capsys.readouterr().out
         assert f"online TTFT P99: {centre} (paired 95% interval {low} to {high};" in printed, rest
+        for o_centre, o_low, o_high in re.findall(offline, tail):
+            assert f"offline TTFT P99: {o_centre} (paired 95% interval {o_low} to {o_high};" in (
+                printed
+            ), rest
