@@ -105,20 +105,14 @@ def from_record(
 
 def window_figures(doc: Any, arm: str, reference: str) -> dict[str, float | None]:
     """From one round's experiment document (the record's `docs`): the arm's requests done and
-    output tokens streamed in the window over the reference's, and the reference engine's mean
-    waiting count (pure; None for what the document does not hold)."""
+    output tokens streamed in the window over the reference's, its lower tiers' TTFT P99s over
+    the reference's, and the reference engine's mean waiting count (pure; None for what the
+    document does not hold)."""
     arms = {a.get("key"): a for a in (doc or {}).get("arms") or [] if isinstance(a, dict)}
 
-    def ratio(field: str) -> float | None:
+    def ratio(field: str, tier: str = "overall") -> float | None:
         mine, ref = (
-            (((arms.get(key) or {}).get("tiers") or {}).get("overall") or {}).get(field)
-            for key in (arm, reference)
-        )
-        return mine / ref if _positive(mine) and _positive(ref) else None
-
-    def tier_ratio(tier: str) -> float | None:
-        mine, ref = (
-            (((arms.get(key) or {}).get("tiers") or {}).get(tier) or {}).get("ttft_p99_ms")
+            (((arms.get(key) or {}).get("tiers") or {}).get(tier) or {}).get(field)
             for key in (arm, reference)
         )
         return mine / ref if _positive(mine) and _positive(ref) else None
@@ -129,7 +123,7 @@ def window_figures(doc: Any, arm: str, reference: str) -> dict[str, float | None
     return {
         "done_ratio": ratio("done_in_window_rps"),
         "tokens_ratio": ratio("tokens_in_window_tps"),
-        **{f"{tier}_p99_ratio": tier_ratio(tier) for tier in LOWER_TIERS},
+        **{f"{tier}_p99_ratio": ratio("ttft_p99_ms", tier) for tier in LOWER_TIERS},
         "reference_waiting": waiting if _number(waiting) and waiting >= 0 else None,
     }
 
