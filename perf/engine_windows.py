@@ -94,8 +94,11 @@ SLICE_S = 0.0003  # the burner's busy slice
 
 
 def burn(duty: float, slice_s: float = SLICE_S) -> None:
-    """Spin `duty` of one core, in slices of `slice_s`, until killed."""
+    """Spin `duty` of one core, in slices of `slice_s`, until killed. Says "burning" on stdout
+    first, so that its starter can count its CPU from there and not from the interpreter's
+    start-up."""
     rest = slice_s * (1 - duty) / duty
+    print("burning", flush=True)
     while True:
         end = time.perf_counter() + slice_s
         while time.perf_counter() < end:
@@ -190,12 +193,22 @@ def _spread(ratios: list[float]) -> dict[str, Any]:
 
 @contextlib.contextmanager
 def _burner(duty: float) -> Iterator[int]:
-    proc = subprocess.Popen([sys.executable, "-m", "perf.engine_windows", "burn", str(duty)])
+    """The burner, once it burns: its start-up (imports) is not part of its share."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "perf.engine_windows", "burn", str(duty)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
+        assert proc.stdout is not None
+        if proc.stdout.readline().strip() != "burning":
+            raise RuntimeError(f"the burner did not start (exit {proc.wait()})")
         yield proc.pid
     finally:
         proc.kill()
         proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
 
 
 def _drain(engine_url: str, timeout_s: float = 120.0) -> None:

@@ -166,7 +166,8 @@ def test_a_run_against_the_simulator_reads_the_engine_in_every_window(tmp_path) 
         assert row["computed_tps"] > row["engine_tps"], row  # and the prompts' prefill
         assert 0 < row["steps_ps"] < 1000, row
         assert row["completed"] and row["completed"] > 0, row
-    assert 0.05 < rows[3]["burner_cores"] < 0.6  # the burner ran, near its share
+    assert 0.05 < rows[3]["burner_cores"] < 0.35  # the burner ran, near its share (counted
+    # from when it burns, not from its interpreter's start-up)
     assert rows[0]["burner_cores"] is None
     capped = rows[4]  # the closed loop never had more than its cap at the engine
     assert 0 < capped["engine_running_mean"] + capped["engine_waiting_mean"] <= 4
