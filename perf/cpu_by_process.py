@@ -39,7 +39,7 @@ def label(pid: int) -> str | None:
         return "relay"
     if "-m gpu_agent" in cmd:
         return "gateway"
-    if "perf.engine_windows burn" in cmd:
+    if "-m perf.burner" in cmd:
         return "burner"
     if "perf.headline" in cmd or "perf.engine_windows" in cmd:
         return "loadgen"

@@ -20,7 +20,7 @@ through the window's path:
        are bound to: the keeper's opposite, leaving the other cores to vLLM's API server and
        engine-core process
     b  straight to the engine, with a burner beside it: a process at the gateway's priority
-       that spins `--burn` of one core in 0.3 ms slices and touches no traffic
+       that spins `--burn` of one core in 0.3 ms slices and touches no traffic (perf.burner)
     n  through nginx (Debian's), a compiled pass-through, the client sends priority: the
        floor of a hop that is not written in Python
     e  straight to the engine, its helpers fenced for the window: every thread of the engine's
@@ -60,10 +60,8 @@ import json
 import math
 import os
 import statistics
-import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -84,26 +82,13 @@ from console.bench.headline.workload import (
 )
 from gpu_agent import cores
 from perf import engine_fences as fences
+from perf.burner import burner
 from perf.cpu_by_process import cpu_seconds, sched_by_label, sched_rates
 from perf.headline.rounds import ratio_interval
 from tools.tiny_model import size_problem
 from tools.vllm_env import LAYOUTS, use_layout
 
 KINDS = "dpgbncfjeh"
-SLICE_S = 0.0003  # the burner's busy slice
-
-
-def burn(duty: float, slice_s: float = SLICE_S) -> None:
-    """Spin `duty` of one core, in slices of `slice_s`, until killed. Says "burning" on stdout
-    first, so that its starter can count its CPU from there and not from the interpreter's
-    start-up."""
-    rest = slice_s * (1 - duty) / duty
-    print("burning", flush=True)
-    while True:
-        end = time.perf_counter() + slice_s
-        while time.perf_counter() < end:
-            pass
-        time.sleep(rest)
 
 
 def paired(
@@ -189,26 +174,6 @@ def _spread(ratios: list[float]) -> dict[str, Any]:
         return {"ratio_to_direct": None, "ratio_range": None}
     mean = math.exp(statistics.fmean(map(math.log, ratios)))
     return {"ratio_to_direct": mean, "ratio_range": [min(ratios), max(ratios)]}
-
-
-@contextlib.contextmanager
-def _burner(duty: float) -> Iterator[int]:
-    """The burner, once it burns: its start-up (imports) is not part of its share."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "perf.engine_windows", "burn", str(duty)],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        if proc.stdout.readline().strip() != "burning":
-            raise RuntimeError(f"the burner did not start (exit {proc.wait()})")
-        yield proc.pid
-    finally:
-        proc.kill()
-        proc.wait()
-        if proc.stdout is not None:
-            proc.stdout.close()
 
 
 def _drain(engine_url: str, timeout_s: float = 120.0) -> None:
@@ -297,7 +262,7 @@ def run(args: argparse.Namespace, log: Any = print) -> list[dict[str, Any]]:
                 tier_priority=None if kind in "gfjh" else TIER_PRIORITY,
             )
             helpers = fences.fence_engine_helpers(engine, own, bound) if kind in "eh" else {}
-            with _burner(args.burn) if kind == "b" else contextlib.nullcontext() as pid:
+            with burner(args.burn) if kind == "b" else contextlib.nullcontext() as pid:
                 cpu0, t0 = (cpu_seconds(pid) or 0.0, time.time()) if pid else (0.0, 0.0)
                 trace = workdir / f"window-{i}-trace.json"  # the engine's samples
                 named = _named(target if kind not in "dbce" else None)
@@ -387,9 +352,6 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["burn"]:
-        burn(float(argv[1]))
-        return 0
     if argv[:1] == ["pool"]:
         return _pool_main(argv[1:])
     args = parser().parse_args(argv)
