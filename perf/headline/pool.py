@@ -7,23 +7,11 @@ cent either way; runs on the same layout can be pooled, since each round is a pa
 (the ratio of two arms that saw the same requests on the same machine at nearly the same
 time) and the runs' rates and machines cancel within each pair.
 
-A round set (JSON) is what pooling needs of one run, per round: the arm's online TTFT P99
-ratio to the reference's, its throughput ratio where known, and whether the round was steady
-(no arm's client fell behind its schedule by more than `MAX_CLIENT_STALL_S`; null where that
-was not recorded). Sets exported since 5 December also keep, per round, the ratio of requests
-finished inside the measured window (`done_ratio`: the engine's delivery rate, without the
-drain after the window that requests per second counts), the ratio of output tokens streamed
-inside it (`tokens_ratio`: the same without favouring an arm that finishes short requests in
-the window and leaves long ones for the drain), and how many requests the
-reference's engine held waiting on average (`reference_waiting`, from its /metrics: whether
-the round was past the engine's knee, where the target is about); sets exported since
-6 December also keep the batch and offline tiers' TTFT P99 ratios (`batch_p99_ratio`,
-`offline_p99_ratio`: what the online figure costs the lower tiers). Two sources, both accepted
-on the command line:
+A round set (round_sets.py) is what pooling needs of one run, per round. Two sources, both
+accepted on the command line:
 - a rounds record written by `perf.headline --rounds N --json FILE` (its `records`), or
 - a round set, such as those in docs/rounds/: written by `--export` from a rounds record, or
-  transcribed from docs/performance.md's tables for runs whose records were not kept (their
-  `source` says so).
+  transcribed from docs/performance.md's tables.
 
 The pooled judgement: the geometric mean of every round's ratio with a paired t interval on
 the logs (rounds.py `ratio_interval`), the issue's verdict (resolved only when the interval
@@ -31,10 +19,13 @@ excludes x1), and beside it a non-inferiority reading (the interval's upper end 
 `--margin`), with the rounds a difference of the pooled size would need before the interval
 excluded x1. Throughput gets the same paired interval, by requests per second, by requests
 done in the window and by output tokens streamed in it, and so do the lower tiers' TTFT
-P99s. `--saturated W` keeps only the
-rounds whose reference queued at least W requests on average. Pure functions, but for
-`tokens_ratio_from_folder` (which `from_record` calls for records that lack the token figure);
-`main` is the shell.
+P99s. `--saturated W` keeps only the rounds whose reference queued at least W requests on
+average.
+
+Rounds that replay one workload (the same `workload` in their sets: two runs with the same
+`--seed` and rate) are not independent samples of the workloads: where any repeat, the pool
+also gives the online figure counted by workload (each workload's rounds averaged on the log
+scale first, then the t interval over workloads). Pure functions; `main` is the shell.
 """
 
 from __future__ import annotations
@@ -51,140 +42,10 @@ import numpy as np
 from scipy import stats
 
 from console.bench.comparison import CONFIDENCE
-from console.bench.headline.arms import tokens_in_window
-from loadgen import RunResult
-from perf.headline.rounds import judge, paired_verdict, ratio_interval, steady_rounds
+from perf.headline.round_sets import LOWER_TIERS, SetError, as_set, from_record
+from perf.headline.rounds import paired_verdict, ratio_interval
 
-KIND = "headline round set"
 DEFAULT_MARGIN = 1.15  # the margin proposed for the real-engine target (docs/performance.md)
-LOWER_TIERS = ("batch", "offline")  # their TTFT P99 ratios ride along in a set, where recorded
-
-
-class SetError(ValueError):
-    """A file that is neither a rounds record nor a round set, or one without the arm."""
-
-
-def from_record(
-    record: dict[str, Any], arm: str, reference: str, name: str, **meta: Any
-) -> dict[str, Any]:
-    """The round set of `arm` against `reference` in a rounds record (pure)."""
-    records = record["records"]
-    if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
-        raise SetError(f"{name}: records: a list of rounds is required")
-    if not records or arm not in records[0] or reference not in records[0]:
-        arms = sorted(records[0]) if records else []
-        raise SetError(f"{name}: arms {arms} lack --arm {arm} or --reference {reference}")
-    per_round = judge(records, reference)[arm]["per_round"]
-    steady_at = set(steady_rounds(records))  # rounds.py's rule: no client over the bound
-    docs = record.get("docs")
-    docs = docs if isinstance(docs, list) and len(docs) == len(records) else [None] * len(records)
-    folders = record.get("round_workdirs")
-    if not (isinstance(folders, list) and len(folders) == len(records)):
-        folders = [None] * len(records)
-    rounds = []
-    for i, (result, arms, doc) in enumerate(zip(per_round, records, docs, strict=True)):
-        window = window_figures(doc, arm, reference)
-        if window["tokens_ratio"] is None and doc and folders[i]:
-            window["tokens_ratio"] = tokens_ratio_from_folder(Path(folders[i]), arm, reference, doc)
-        stalls = [a.get("client_stall_s") for a in arms.values()]
-        stall = max((s for s in stalls if s is not None), default=None)
-        # The rule reads a missing lag as none; here it is "not recorded" unless one arm stalled.
-        steady = False if i not in steady_at else (True if None not in stalls else None)
-        rounds.append(
-            {
-                "p99_ratio": result["p99_ratio"],
-                "throughput_ratio": result["throughput_ratio"],
-                "client_stall_s": stall,
-                "steady": steady,
-                **window,
-            }
-        )
-    return {"kind": KIND, "name": name, "arm": arm, "reference": reference, **meta,
-            "rounds": rounds}  # fmt: skip
-
-
-def window_figures(doc: Any, arm: str, reference: str) -> dict[str, float | None]:
-    """From one round's experiment document (the record's `docs`): the arm's requests done and
-    output tokens streamed in the window over the reference's, its lower tiers' TTFT P99s over
-    the reference's, and the reference engine's mean waiting count (pure; None for what the
-    document does not hold)."""
-    arms = {a.get("key"): a for a in (doc or {}).get("arms") or [] if isinstance(a, dict)}
-
-    def ratio(field: str, tier: str = "overall") -> float | None:
-        mine, ref = (
-            (((arms.get(key) or {}).get("tiers") or {}).get(tier) or {}).get(field)
-            for key in (arm, reference)
-        )
-        return mine / ref if _positive(mine) and _positive(ref) else None
-
-    waiting = (((arms.get(reference) or {}).get("engine") or {}).get("engine_waiting") or {}).get(
-        "mean"
-    )
-    return {
-        "done_ratio": ratio("done_in_window_rps"),
-        "tokens_ratio": ratio("tokens_in_window_tps"),
-        **{f"{tier}_p99_ratio": ratio("ttft_p99_ms", tier) for tier in LOWER_TIERS},
-        "reference_waiting": waiting if _number(waiting) and waiting >= 0 else None,
-    }
-
-
-def tokens_ratio_from_folder(
-    folder: Path, arm: str, reference: str, doc: dict[str, Any]
-) -> float | None:
-    """For runs recorded before arms kept `tokens_in_window_tps`: the ratio from the round's
-    folder (`arm-X.json`, every request), when it is still there (None when it is not)."""
-    duration = ((doc.get("workload") or {}).get("duration_s")) or None
-    paths = [folder / f"arm-{k}.json" for k in (arm, reference)]
-    if not duration or not all(p.is_file() for p in paths):
-        return None
-    rates = []
-    for path in paths:
-        run = RunResult.from_json_dict(json.loads(path.read_text(encoding="utf-8")))
-        rates.append(tokens_in_window(run.samples, run.window[0], float(duration)))
-    return rates[0] / rates[1] if rates[0] > 0 and rates[1] > 0 else None
-
-
-def _number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _positive(value: Any) -> bool:
-    return _number(value) and value > 0
-
-
-def as_set(doc: Any, arm: str, reference: str, name: str) -> dict[str, Any]:
-    """A loaded JSON document as a round set of `arm` against `reference` (pure)."""
-    if isinstance(doc, dict) and "records" in doc:
-        return from_record(doc, arm, reference, name, rate_rps=doc.get("rate_rps"))
-    if not isinstance(doc, dict) or doc.get("kind") != KIND:
-        raise SetError(f"{name}: neither a rounds record (records) nor a {KIND} (kind)")
-    if (doc.get("arm"), doc.get("reference")) != (arm, reference):
-        raise SetError(
-            f"{name}: arm: holds ({doc.get('arm')}) against ({doc.get('reference')}), "
-            f"not ({arm}) against ({reference})"
-        )
-    rounds = doc.get("rounds")
-    if not isinstance(rounds, list) or not rounds:
-        raise SetError(f"{name}: rounds: a non-empty list is required")
-    for i, r in enumerate(rounds, 1):
-        if not isinstance(r, dict):
-            raise SetError(f"{name}: rounds[{i}]: an object is required")
-        ratio = r.get("p99_ratio")
-        number = isinstance(ratio, int | float) and not isinstance(ratio, bool)
-        if ratio is not None and not (number and ratio > 0):
-            raise SetError(f"{name}: rounds[{i}].p99_ratio: a positive number or null")
-        if r.get("steady") not in (True, False, None):
-            raise SetError(f"{name}: rounds[{i}].steady: true, false or null")
-        for key, check, what in (
-            ("throughput_ratio", _positive, "a positive number or null"),
-            ("done_ratio", _positive, "a positive number or null"),
-            ("tokens_ratio", _positive, "a positive number or null"),
-            *((f"{t}_p99_ratio", _positive, "a positive number or null") for t in LOWER_TIERS),
-            ("reference_waiting", lambda v: _number(v) and v >= 0, "a number >= 0 or null"),
-        ):
-            if r.get(key) is not None and not check(r[key]):
-                raise SetError(f"{name}: rounds[{i}].{key}: {what}")
-    return {**doc, "name": doc.get("name") or name}
 
 
 def _kept(round_: dict[str, Any], steady_only: bool, saturated: float | None) -> bool:
@@ -217,6 +78,7 @@ def pool(
         beside |= {f"{figure}_ratio": centre_, f"{figure}_ratio_interval": interval_,
                    f"{figure}_rounds": len(values)}  # fmt: skip
     verdict = "too few rounds" if interval is None else paired_verdict(interval)
+    workloads = by_workload(kept, confidence)
     return {
         "sets": [s["name"] for s in sets],
         "rounds": len(ratios),
@@ -229,7 +91,32 @@ def pool(
         "non_inferior": interval is not None and interval[1] <= margin,
         "rounds_to_resolve": rounds_to_resolve(centre, sd, confidence),
         **beside,
+        **workloads,
         "saturated": saturated,
+    }
+
+
+def by_workload(rounds: Sequence[dict[str, Any]], confidence: float = CONFIDENCE) -> dict[str, Any]:
+    """The online P99 ratio counted by workload (pure): the rounds that name the same
+    `workload` averaged on the log scale first (a round without one is a workload of its own),
+    then the t interval over workloads. Its interval is None where no workload repeats."""
+    groups: dict[object, list[float]] = {}
+    for i, r in enumerate(rounds):
+        if r.get("p99_ratio"):
+            groups.setdefault(r.get("workload") or i, []).append(math.log(r["p99_ratio"]))
+    repeated = sum(len(logs) for logs in groups.values() if len(logs) > 1)
+    if not repeated:
+        return {"workloads": len(groups), "replayed_rounds": 0, "by_workload_ratio": None,
+                "by_workload_interval": None, "by_workload_verdict": None}  # fmt: skip
+    means = [math.exp(sum(logs) / len(logs)) for logs in groups.values()]
+    centre, interval = ratio_interval(means, confidence)
+    verdict = "too few workloads" if interval is None else paired_verdict(interval)
+    return {
+        "workloads": len(groups),
+        "replayed_rounds": repeated,
+        "by_workload_ratio": centre,
+        "by_workload_interval": interval,
+        "by_workload_verdict": verdict,
     }
 
 
@@ -277,6 +164,16 @@ def render(pooled: dict[str, Any], arm: str, reference: str) -> str:
         + ("yes" if pooled["non_inferior"] else "no"),
         "rounds a ratio this far from x1 would need to be resolved at this spread: "
         + ("-" if need is None else str(need)),
+        *(
+            [
+                f"online TTFT P99 counted by workload: {_x(pooled['by_workload_ratio'])} "
+                f"(paired 95% interval {_span(pooled['by_workload_interval'])}; over "
+                f"{pooled['workloads']} workloads, {pooled['replayed_rounds']} rounds replaying "
+                f"one): {pooled['by_workload_verdict']}"
+            ]
+            if pooled["replayed_rounds"]
+            else []
+        ),
         f"throughput: {_x(pooled['throughput_ratio'])} (paired 95% interval "
         f"{_span(pooled['throughput_ratio_interval'])}; over the {pooled['throughput_rounds']} "
         "rounds that recorded it)",

@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 
 from loadgen import RequestSample, RunResult
-from perf.headline.pool import SetError, as_set, from_record, main, pool, rounds_to_resolve
+from perf.headline.pool import main, pool, rounds_to_resolve
+from perf.headline.round_sets import SetError, as_set, from_record
 
 ROOT = Path(__file__).resolve().parents[2]
 SETS = ROOT / "docs" / "rounds"
@@ -191,6 +192,57 @@ def test_a_set_keeps_the_lower_tiers_p99_and_pools_them(
     assert bare["offline_p99_rounds"] == 0 and bare["offline_p99_ratio"] is None
 
 
+def _with_options(record: dict[str, Any], seed: int, rate: float = 14.5) -> dict[str, Any]:
+    """`record` as perf.headline writes it: round i's document names workload seed + i."""
+    options = {"rate": rate, "duration_s": 40.0, "warmup_s": 5.0, "time_scale": 2.0,
+               "engine": "sim"}  # fmt: skip
+    record["docs"] = [
+        {"options": {**options, "seed": seed + i}} for i in range(len(record["records"]))
+    ]
+    return record
+
+
+def test_rounds_that_replay_one_workload_are_also_counted_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two runs with the same seed and rate send the same requests round by round: the pool
+    keeps every round in its paired figure and also counts each workload once."""
+    first = from_record(_with_options(_record([0.8, 0.9, 1.0], [0.0] * 3), 11), "d", "b", "A")
+    again = from_record(_with_options(_record([0.9, 1.1], [0.0] * 2), 11), "d", "b", "B")
+    other = from_record(_with_options(_record([0.7], [0.0]), 11, rate=20.0), "d", "b", "C")
+    assert first["rounds"][1]["workload"] == "seed 12 at 14.5 req/s, 5+40 s, sim at time scale 2"
+    assert again["rounds"][1]["workload"] == first["rounds"][1]["workload"]
+    assert other["rounds"][0]["workload"] != first["rounds"][0]["workload"]  # another rate
+    pooled = pool([as_set(json.loads(json.dumps(s)), "d", "b", s["name"])
+                   for s in (first, again, other)])  # fmt: skip
+    assert pooled["rounds"] == 6  # every round is still a pair of its own
+    assert pooled["workloads"] == 4 and pooled["replayed_rounds"] == 4
+    by_hand = [(0.8 * 0.9) ** 0.5, (0.9 * 1.1) ** 0.5, 1.0, 0.7]
+    geo = float(np.exp(np.mean(np.log(by_hand))))
+    assert pooled["by_workload_ratio"] == pytest.approx(geo)
+    low, high = pooled["by_workload_interval"]
+    assert low < geo < high and pooled["by_workload_verdict"] == "no clear change"
+    for s in (first, again):
+        (tmp_path / f"{s['name']}.json").write_text(json.dumps(s))
+    assert main([str(tmp_path / "A.json"), str(tmp_path / "B.json"), "--arm", "d"]) == 0
+    printed = capsys.readouterr().out
+    assert "online TTFT P99 counted by workload: x0.945 (paired 95% interval" in printed
+    assert "over 3 workloads, 4 rounds replaying one): no clear change" in printed
+
+    # No repeat (or no workload recorded): no by-workload figure, and no line for it.
+    alone = pool([first])
+    assert alone["replayed_rounds"] == 0 and alone["by_workload_interval"] is None
+    assert main([str(tmp_path / "A.json"), "--arm", "d"]) == 0
+    assert "counted by workload" not in capsys.readouterr().out
+    unrecorded = pool([from_record(_record([0.9, 1.05], [0.0, 0.0]), "d", "b", "U")] * 2)
+    assert unrecorded["workloads"] == 4 and unrecorded["replayed_rounds"] == 0
+
+    bad = json.loads(json.dumps(first))
+    bad["rounds"][0]["workload"] = ""
+    with pytest.raises(SetError, match=r"rounds\[1\]\.workload: a non-empty string or null"):
+        as_set(bad, "d", "b", "bad")
+
+
 def _run(window_start: float, samples: list[RequestSample]) -> dict[str, Any]:
     return RunResult(spec={}, started_at=window_start, finished_at=window_start + 40,
                      window=(window_start, window_start + 40), samples=samples, summary={},
@@ -286,7 +338,8 @@ def test_every_documented_pool_command_prints_what_the_docs_say(
 ) -> None:
     """Each `-m perf.headline.pool ...` line in docs/performance.md runs from the clone's
     root, and the `x0.000 (x0.000 to x0.000)` figures the docs give on the line after it
-    (in `# gives ...`) are what it prints."""
+    (in `# gives ...`) are what it prints: the online figure, and where the line gives them
+    the offline one and the online one counted by workload."""
     monkeypatch.chdir(ROOT)
     text = (ROOT / "docs" / "performance.md").read_text(encoding="utf-8")
     found = re.findall(
@@ -295,6 +348,7 @@ def test_every_documented_pool_command_prints_what_the_docs_say(
     )
     assert len(found) >= 3
     offline = r"offline TTFT P99 (x[\d.]+) \((x[\d.]+) to (x[\d.]+)\)"
+    by_workload = r"counted by workload (x[\d.]+) \((x[\d.]+) to (x[\d.]+)\)"
     for rest, centre, low, high, tail in found:
         assert main(shlex.split(rest)) == 0
         printed = capsys.readouterr().out
@@ -302,4 +356,9 @@ def test_every_documented_pool_command_prints_what_the_docs_say(
         for o_centre, o_low, o_high in re.findall(offline, tail):
             assert f"offline TTFT P99: {o_centre} (paired 95% interval {o_low} to {o_high};" in (
                 printed
+            ), rest
+        for w_centre, w_low, w_high in re.findall(by_workload, tail):
+            assert (
+                f"online TTFT P99 counted by workload: {w_centre} (paired 95% interval {w_low} to "
+                f"{w_high};" in printed
             ), rest
