@@ -11,6 +11,14 @@ run on, any process beside the engine (the gateway, a bare relay, nginx alike) c
 engine a tenth to a seventh of its steps on two cores (docs/performance.md, "vLLM's own core
 layout"): a managed agent says so at start and in its status. vLLM's GPU builds ignore both
 variables, so an engine that sets neither has nothing to report.
+
+Where they do hold every core, the agent also starts the engine with `OMP_WAIT_POLICY=PASSIVE`
+unless the operator set a policy (`engine_env`). vLLM's CPU build runs PyTorch's GNU OpenMP,
+whose threads by default spin while they wait for each other and for the next step: on cores
+the engine shares, a spinning thread holds the core that the gateway, the client and vLLM's
+own API server and engine-core process need, and whoever takes it stops a thread that the
+others then wait for. With the passive policy a waiting thread sleeps and gives its core up
+(docs/performance.md, "Spinning OpenMP threads on shared cores").
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ from urllib.parse import urlsplit
 
 BIND = "VLLM_CPU_OMP_THREADS_BIND"
 RESERVED = "VLLM_CPU_NUM_OF_RESERVED_CPU"
+WAIT_POLICY = "OMP_WAIT_POLICY"
 
 
 def parse_cpus(text: str) -> set[int]:
@@ -45,8 +54,11 @@ def parse_cpus(text: str) -> set[int]:
 
 def engine_cores(env: Mapping[str, str], agent_cpus: Iterable[int]) -> dict[str, Any]:
     """What `env` tells vLLM's CPU build to bind, and whether that leaves the agent (on
-    `agent_cpus`) a core: {"omp_bind", "reserved", "leaves_agent_a_core", "warning"}.
-    `leaves_agent_a_core` is None where it cannot be told (an unreadable binding)."""
+    `agent_cpus`) a core: {"omp_bind", "reserved", "leaves_agent_a_core", "warning",
+    "engine_env"}. `leaves_agent_a_core` is None where it cannot be told (an unreadable
+    binding). `engine_env`: what to add to the engine's environment, `OMP_WAIT_POLICY=PASSIVE`
+    where its threads leave the agent no core and `env` sets no policy (the module's
+    docstring), else nothing."""
     cpus = set(agent_cpus)
     bind = env.get(BIND, "auto").strip() or "auto"
     reserved = env.get(RESERVED)
@@ -63,13 +75,22 @@ def engine_cores(env: Mapping[str, str], agent_cpus: Iterable[int]) -> dict[str,
         except ValueError:
             leaves = None
     warning = None
+    engine_env: dict[str, str] = {}
     if leaves is False and len(cpus) > 1:
+        passive = WAIT_POLICY not in env
+        engine_env = {WAIT_POLICY: "PASSIVE"} if passive else {}
         warning = (
             f"{BIND}={bind!r}"
             + (f" with {RESERVED}={reserved}" if bind == "auto" else "")
             + f" leaves the agent none of its cores {span(cpus)}: on vLLM's CPU build every "
-            "process beside the engine then costs it a tenth or more of its steps. Leave one "
-            f"core out ({BIND}=auto, vLLM's default, does)"
+            "process beside the engine then costs it some of its steps. Leave one core out "
+            f"({BIND}=auto, vLLM's default, does)"
+            + (
+                f"; the engine starts with {WAIT_POLICY}=PASSIVE, so that its waiting threads "
+                "give their cores up"
+                if passive
+                else f"; {WAIT_POLICY}={env[WAIT_POLICY]!r} is the operator's"
+            )
         )
     elif leaves is None:
         warning = f"{BIND}={bind!r} is not a core list vLLM reads"
@@ -78,6 +99,7 @@ def engine_cores(env: Mapping[str, str], agent_cpus: Iterable[int]) -> dict[str,
         "reserved": reserved,
         "leaves_agent_a_core": leaves,
         "warning": warning,
+        "engine_env": engine_env,
     }
 
 

@@ -295,8 +295,14 @@ class EngineSupervisor:
                 stderr=asyncio.subprocess.STDOUT,
                 preexec_fn=engine_preexec(self.nice),
                 # Dev mode opens vLLM's POST /reset_prefix_cache, which benchmarks use
-                # (docs/protocol.md); an operator's VLLM_SERVER_DEV_MODE=0 wins.
-                env={"VLLM_SERVER_DEV_MODE": "1", **os.environ, "PYTHONUNBUFFERED": "1"},
+                # (docs/protocol.md); an operator's VLLM_SERVER_DEV_MODE=0 wins. On cores it
+                # shares with the agent, its OpenMP threads wait passively (gpu_agent.cores).
+                env={
+                    "VLLM_SERVER_DEV_MODE": "1",
+                    **(self.cores["engine_env"] if self.cores else {}),
+                    **os.environ,
+                    "PYTHONUNBUFFERED": "1",
+                },
             )
         except OSError as exc:
             self.state = "down"

@@ -26,6 +26,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+from gpu_agent.cores import BIND, engine_cores
 from tools import tiny_model
 
 VLLM_VERSION = "0.32.0"
@@ -239,8 +240,15 @@ def ensure_model(seed: int = MODEL_SEED, size: tuple[int, int] | None = None) ->
 
 
 def engine_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment for a process that runs `vllm serve ...`: the shim first on PATH."""
-    env = {**os.environ, **ENGINE_ENV, **(extra or {})}
+    """The environment for a process that runs `vllm serve ...`: the shim first on PATH, and
+    what the agent adds for the binding the shim will set (gpu_agent.cores.engine_cores: the
+    passive OpenMP wait policy where the engine's threads hold every core of this process's),
+    so that a benchmark's engine runs as a managed one does."""
+    bound = dict(os.environ)
+    if engine_cpus():
+        bound.setdefault(BIND, engine_cpus())  # as the shim does
+    agent_adds = engine_cores(bound, os.sched_getaffinity(0))["engine_env"]
+    env = {**agent_adds, **os.environ, **ENGINE_ENV, **(extra or {})}
     env["PATH"] = f"{shim_dir()}{os.pathsep}{env.get('PATH', '')}"
     return env
 

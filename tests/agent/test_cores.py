@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gpu_agent.cores import BIND, RESERVED, engine_cores, parse_cpus
+from gpu_agent.cores import BIND, RESERVED, WAIT_POLICY, engine_cores, parse_cpus
 from gpu_agent.sim.testing import free_port
 from gpu_agent.testing import start_agent_process
 from tests.agent.agent_helpers import NODE_TOKEN, tier_config
@@ -48,6 +48,16 @@ def test_whether_the_binding_leaves_the_agent_a_core(env: dict[str, str], leaves
     if not leaves:
         assert cores["warning"].startswith(f"{BIND}=")
         assert "0,1,2,3" in cores["warning"] and "Leave one core out" in cores["warning"]
+    # Threads that hold every core wait passively; an engine that leaves one keeps its own.
+    assert cores["engine_env"] == ({} if leaves else {WAIT_POLICY: "PASSIVE"})
+    if not leaves:
+        assert f"starts with {WAIT_POLICY}=PASSIVE" in cores["warning"]
+
+
+def test_an_operators_wait_policy_is_kept() -> None:
+    cores = engine_cores({BIND: "0-3", WAIT_POLICY: "active"}, {0, 1, 2, 3})
+    assert cores["leaves_agent_a_core"] is False and cores["engine_env"] == {}
+    assert cores["warning"].endswith(f"; {WAIT_POLICY}='active' is the operator's")
 
 
 def test_an_unreadable_binding_and_a_single_core() -> None:
@@ -56,6 +66,7 @@ def test_an_unreadable_binding_and_a_single_core() -> None:
     assert cores["warning"] == f"{BIND}='zero' is not a core list vLLM reads"
     alone = engine_cores({BIND: "0"}, {0})
     assert alone["leaves_agent_a_core"] is False and alone["warning"] is None
+    assert cores["engine_env"] == {} and alone["engine_env"] == {}  # one core: nothing to share
 
 
 def test_the_agent_reports_an_engine_that_holds_every_core(tmp_path: Path) -> None:
@@ -79,9 +90,19 @@ def test_the_agent_reports_an_engine_that_holds_every_core(tmp_path: Path) -> No
         assert cores["omp_bind"] == every and cores["leaves_agent_a_core"] is False
         assert status["engine"]["cores_warning"] == cores["warning"]
         assert f"engine cores: {BIND}='{every}'" in a.output()
+        # and started the engine with its OpenMP threads waiting passively (read from the
+        # engine process's own environment)
+        assert cores["engine_env"] == {WAIT_POLICY: "PASSIVE"}
+        assert _environ(status["engine"]["pid"]).get(WAIT_POLICY) == "PASSIVE"
     with start_agent_process(args, tmp_path / "agent2.log", node_token=NODE_TOKEN,
                              env={BIND: "auto"}) as a:  # fmt: skip
         status = a.status()
         assert status["cores"]["binding"]["leaves_agent_a_core"] is True
         assert status["engine"]["cores_warning"] is None
         assert "engine cores:" not in a.output()
+        assert WAIT_POLICY not in _environ(status["engine"]["pid"])
+
+
+def _environ(pid: int) -> dict[str, str]:
+    raw = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    return dict(item.decode().partition("=")[::2] for item in raw if b"=" in item)

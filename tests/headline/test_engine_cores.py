@@ -53,6 +53,23 @@ def test_each_layout_sets_the_cores_the_shim_binds(
         vllm_env.use_layout("half")
 
 
+@pytest.mark.parametrize("layout", vllm_env.LAYOUTS)
+def test_the_benchmarks_engine_waits_as_a_managed_one_does(
+    monkeypatch: pytest.MonkeyPatch, layout: str
+) -> None:
+    """A benchmark's vLLM gets what the agent adds to a managed engine's environment: the
+    passive OpenMP wait policy where its threads hold every core (shared), nothing where vLLM
+    or the layout leaves one (auto, own); an operator's own policy is kept."""
+    for name in ("TIERGATE_VLLM_CPUS", "VLLM_CPU_OMP_THREADS_BIND", "OMP_WAIT_POLICY"):
+        monkeypatch.delenv(name, raising=False)
+    vllm_env.use_layout(layout)
+    several = len(os.sched_getaffinity(0)) > 1
+    env = vllm_env.engine_env()
+    assert env.get("OMP_WAIT_POLICY") == ("PASSIVE" if layout == "shared" and several else None)
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
+    assert vllm_env.engine_env()["OMP_WAIT_POLICY"] == "ACTIVE"
+
+
 def test_the_benchmark_nices_vllm_as_the_agent_does() -> None:
     assert ENGINE_NICE == DEFAULT_ENGINE_NICE
     vllm = ["--engine", "vllm", "--vllm-model", "m"]
