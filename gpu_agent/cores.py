@@ -82,7 +82,7 @@ def engine_cores(env: Mapping[str, str], agent_cpus: Iterable[int]) -> dict[str,
         warning = (
             f"{BIND}={bind!r}"
             + (f" with {RESERVED}={reserved}" if bind == "auto" else "")
-            + f" leaves the agent none of its cores {span(cpus)}: on vLLM's CPU build every "
+            + f" leaves the agent none of its cores {named(cpus)}: on vLLM's CPU build every "
             "process beside the engine then costs it some of its steps. Leave one core out "
             f"({BIND}=auto, vLLM's default, does)"
             + (
@@ -110,9 +110,23 @@ def _int(text: str, default: int) -> int:
         return default
 
 
+def named(cpus: set[int], at_most: int = 120) -> str:
+    """`span(cpus)`, or where that is longer than `at_most` characters, how many and from which
+    to which: a warning that names them stays short whatever the node."""
+    text = span(cpus)
+    return text if len(text) <= at_most else f"({len(cpus)}, from {min(cpus)} to {max(cpus)})"
+
+
 def span(cpus: set[int]) -> str:
-    """{0, 1, 3} -> "0,1,3"."""
-    return ",".join(map(str, sorted(cpus)))
+    """Cores as vLLM writes a core list, runs as ranges: {0, 1, 2, 3, 5} -> "0-3,5" (so that a
+    warning naming a large node's cores stays short: the heartbeat carries it, docs/protocol.md)."""
+    runs: list[list[int]] = []
+    for cpu in sorted(cpus):
+        if runs and cpu == runs[-1][1] + 1:
+            runs[-1][1] = cpu
+        else:
+            runs.append([cpu, cpu])
+    return ",".join(str(lo) if lo == hi else f"{lo}-{hi}" for lo, hi in runs)
 
 
 # -- keeping the agent off the engine's OpenMP cores ----------------------------------------

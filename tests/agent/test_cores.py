@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gpu_agent.cores import BIND, RESERVED, WAIT_POLICY, engine_cores, parse_cpus
+from gpu_agent.cores import BIND, RESERVED, WAIT_POLICY, engine_cores, parse_cpus, span
 from gpu_agent.sim.testing import free_port
 from gpu_agent.testing import start_agent_process
 from tests.agent.agent_helpers import NODE_TOKEN, tier_config
@@ -47,11 +47,24 @@ def test_whether_the_binding_leaves_the_agent_a_core(env: dict[str, str], leaves
     assert (cores["warning"] is None) is leaves
     if not leaves:
         assert cores["warning"].startswith(f"{BIND}=")
-        assert "0,1,2,3" in cores["warning"] and "Leave one core out" in cores["warning"]
+        assert "cores 0-3:" in cores["warning"] and "Leave one core out" in cores["warning"]
     # Threads that hold every core wait passively; an engine that leaves one keeps its own.
     assert cores["engine_env"] == ({} if leaves else {WAIT_POLICY: "PASSIVE"})
     if not leaves:
         assert f"starts with {WAIT_POLICY}=PASSIVE" in cores["warning"]
+
+
+def test_cores_are_named_as_ranges_so_a_large_nodes_warning_stays_short() -> None:
+    assert span(set()) == "" and span({3}) == "3"
+    assert span({0, 1, 2, 3, 5, 7, 8}) == "0-3,5,7-8"
+    assert parse_cpus(span({0, 1, 2, 3, 5, 7, 8})) == {0, 1, 2, 3, 5, 7, 8}  # vLLM's notation
+    node = set(range(256))
+    cores = engine_cores({BIND: "0-255"}, node)
+    assert "none of its cores 0-255:" in cores["warning"]
+    # the heartbeat's engine.cores_warning is at most 1000 characters (console/fleet/schemas.py)
+    assert len(cores["warning"]) < 1000
+    scattered = engine_cores({BIND: "0-511"}, set(range(0, 512, 2)))["warning"]
+    assert "none of its cores (256, from 0 to 510):" in scattered and len(scattered) < 1000
 
 
 def test_an_operators_wait_policy_is_kept() -> None:
