@@ -244,9 +244,9 @@ def engine_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     what the agent adds for the binding the shim will set (gpu_agent.cores.engine_cores: the
     passive OpenMP wait policy where the engine's threads hold every core of this process's),
     so that a benchmark's engine runs as a managed one does."""
-    bound = dict(os.environ)
-    if engine_cpus():
-        bound.setdefault(BIND, engine_cpus())  # as the shim does
+    bound, cpus = dict(os.environ), engine_cpus()
+    if cpus:
+        bound.setdefault(BIND, cpus)  # as the shim does
     agent_adds = engine_cores(bound, os.sched_getaffinity(0))["engine_env"]
     env = {**agent_adds, **os.environ, **ENGINE_ENV, **(extra or {})}
     env["PATH"] = f"{shim_dir()}{os.pathsep}{env.get('PATH', '')}"

@@ -117,11 +117,9 @@ def workload_of(doc: Any) -> str | None:
     fields = [options.get(k) for k in ("seed", "rate", "duration_s", "warmup_s", "time_scale")]
     if not all(_number(f) for f in fields) or not isinstance(options.get("engine"), str):
         return None
-    seed, rate, duration, warmup, scale = fields
-    return (
-        f"seed {seed:g} at {rate:g} req/s, {warmup:g}+{duration:g} s, "
-        f"{options['engine']} at time scale {scale:g}"
-    )
+    seed, rate, duration, warmup, scale = (f"{f:.15g}" for f in fields)  # exact: no two alike
+    engine = options["engine"]
+    return f"seed {seed} at {rate} req/s, {warmup}+{duration} s, {engine} at time scale {scale}"
 
 
 def tokens_ratio_from_folder(

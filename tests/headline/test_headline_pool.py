@@ -213,6 +213,11 @@ def test_rounds_that_replay_one_workload_are_also_counted_once(
     assert first["rounds"][1]["workload"] == "seed 12 at 14.5 req/s, 5+40 s, sim at time scale 2"
     assert again["rounds"][1]["workload"] == first["rounds"][1]["workload"]
     assert other["rounds"][0]["workload"] != first["rounds"][0]["workload"]  # another rate
+    # seeds past six digits stay apart (":g" would have written both as 1.23457e+06)
+    big = [from_record(_with_options(_record([0.9], [0.0]), seed), "d", "b", "L")
+           for seed in (1234567, 1234568)]  # fmt: skip
+    assert big[0]["rounds"][0]["workload"].startswith("seed 1234567 at 14.5 req/s")
+    assert big[0]["rounds"][0]["workload"] != big[1]["rounds"][0]["workload"]
     pooled = pool([as_set(json.loads(json.dumps(s)), "d", "b", s["name"])
                    for s in (first, again, other)])  # fmt: skip
     assert pooled["rounds"] == 6  # every round is still a pair of its own
