@@ -40,11 +40,11 @@ def main() -> None:
     from django.core.management import call_command
     from django.test import Client
 
-    from console.fleet import services
+    from console.fleet import gateway_keys, services
 
     call_command("migrate", verbosity=0)
     _, token = services.create_node("bench-node", [], None)
-    services.create_gateway_key("bench", ["online", "batch", "offline"], "online", None)
+    gateway_keys.create_gateway_key("bench", ["online", "batch", "offline"], "online", None)
     client = Client()
     keys_version = ""
     timings: list[float] = []

@@ -1,4 +1,5 @@
-"""Browser forms of the fleet pages. Writes go through services.py, like the API's."""
+"""Browser forms of the fleet pages. Writes go through the workflows (services.py,
+gateway_keys.py), like the API's."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ from typing import Any
 from django import forms
 
 from console.core.tiers import SEED_TIERS
-from console.fleet import services
+from console.fleet import gateway_keys
 from console.fleet.choices import EndpointKind
+from console.fleet.errors import FleetError
 from console.fleet.models import Endpoint, Node, validate_base_url, validate_endpoint_name
 
 
@@ -125,7 +127,7 @@ class GatewayKeyForm(forms.Form):
         data = super().clean() or {}
         if "tiers" in data and "default_tier" in data:
             try:
-                services.check_tiers(data["tiers"], data["default_tier"])
-            except services.FleetError as exc:
+                gateway_keys.check_tiers(data["tiers"], data["default_tier"])
+            except FleetError as exc:
                 self.add_error(exc.field, exc.message)
         return data

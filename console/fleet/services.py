@@ -12,12 +12,10 @@ records a plaintext secret except the one-time `token` / `key` a creator must se
     delete_node(node, user, request=None) -> None
     set_desired(nodes, tier_config=None, launch_profile=None, user=None, reason="") -> list[Node]
     (unsetting desired versions and acknowledging apply errors: console/fleet/desired.py)
-    create_gateway_key(name, tiers, default_tier, user, nodes=None, request=None)
-        -> (GatewayKey, key)
-    revoke_gateway_key(key, user, request=None) -> GatewayKey
-    allowed_tiers() -> set[str]
     ensure_gateway_endpoint(node) -> Endpoint | None
     agent_commands(console_url, token) -> dict[str, str]
+    (gateway keys: console/fleet/gateway_keys.py; FleetError, which every workflow raises
+    naming the field to fix: console/fleet/errors.py)
 """
 
 from __future__ import annotations
@@ -31,7 +29,6 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import ProtectedError
 from django.http import HttpRequest
-from django.utils import timezone
 
 from console.audit.choices import Action
 from console.audit.services import record
@@ -39,6 +36,13 @@ from console.core.tiers import tier_sort_key
 from console.fleet import crypto
 from console.fleet.choices import EndpointKind
 from console.fleet.envfile import parse_env
+from console.fleet.errors import FleetError
+from console.fleet.gateway_keys import (
+    allowed_tiers,
+    create_gateway_key,
+    node_key_name,
+    revoke_gateway_key,
+)
 from console.fleet.models import (
     Endpoint,
     GatewayKey,
@@ -46,18 +50,8 @@ from console.fleet.models import (
     validate_base_url,
     validate_endpoint_name,
 )
-from console.fleet.versions import desired_tier_names
 
 ENDPOINT_FIELDS = ("name", "base_url", "models", "default_model", "kind", "node")
-
-
-class FleetError(ValueError):
-    """A rule broken by otherwise well-formed input; `field` names what to fix."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(message)
-        self.field = field
-        self.message = message
 
 
 # --- endpoints --------------------------------------------------------------------------------
@@ -315,7 +309,7 @@ def delete_node(node: Node, user: Any, request: HttpRequest | None = None) -> No
                 action=Action.DELETE, obj=node, before=node.audit_dict(), user=user, request=request
             )
             for key in GatewayKey.objects.active().filter(
-                all_nodes=False, nodes=node, name=_node_key_name(node)
+                all_nodes=False, nodes=node, name=node_key_name(node)
             ):
                 revoke_gateway_key(key, user, request)
             for endpoint in Endpoint.objects.filter(node=node, kind=EndpointKind.GATEWAY):
@@ -376,81 +370,7 @@ def set_desired(
     return changed
 
 
-# --- gateway keys -----------------------------------------------------------------------------
-
-
-def allowed_tiers() -> set[str]:
-    """Tier names a key may name: the usual three and every queue of a desired tier config."""
-    return desired_tier_names()
-
-
-def check_tiers(tiers: list[str], default_tier: str) -> None:
-    if not tiers:
-        raise FleetError("tiers", "name at least one tier")
-    unknown = sorted(set(tiers) - allowed_tiers())
-    if unknown:
-        raise FleetError("tiers", f"unknown tier(s): {', '.join(unknown)}")
-    if default_tier not in tiers:
-        raise FleetError("default_tier", f"must be one of the key's tiers ({', '.join(tiers)})")
-
-
-def create_gateway_key(
-    name: str,
-    tiers: list[str],
-    default_tier: str,
-    user: Any,
-    nodes: list[Node] | None = None,
-    request: HttpRequest | None = None,
-    check: bool = True,
-) -> tuple[GatewayKey, str]:
-    """A new key, valid on `nodes` (None or empty: every node). The plaintext is returned
-    once and never stored."""
-    if check:
-        check_tiers(tiers, default_tier)
-    if GatewayKey.objects.active().filter(name=name).exists():
-        raise FleetError("name", "an active key with this name exists")
-    plaintext = crypto.new_gateway_key()
-    key = GatewayKey(
-        name=name,
-        sha256=crypto.sha256_hex(plaintext),
-        prefix=plaintext[:8],
-        tiers=list(tiers),
-        default_tier=default_tier,
-        all_nodes=not nodes,
-        created_by=user,
-    )
-    with transaction.atomic():
-        key.save()
-        if nodes:
-            key.nodes.set(nodes)
-        after = {**key.audit_dict(), "nodes": [n.pk for n in nodes or []]}
-        record(action=Action.CREATE, obj=key, after=after, user=user, request=request)
-    return key, plaintext
-
-
-def revoke_gateway_key(
-    key: GatewayKey, user: Any, request: HttpRequest | None = None
-) -> GatewayKey:
-    if key.revoked_at is not None:
-        return key
-    before = key.audit_dict()
-    with transaction.atomic():
-        key.revoked_at = timezone.now()
-        key.save(update_fields=["revoked_at"])
-        record(
-            action=Action.UPDATE,
-            obj=key,
-            before=before,
-            after=key.audit_dict(),
-            user=user,
-            request=request,
-            message="key revoked",
-        )
-    return key
-
-
-def _node_key_name(node: Node) -> str:
-    return f"console-{node.name}"
+# --- the console's own gateway endpoint -----------------------------------------------------
 
 
 def ensure_gateway_endpoint(node: Node) -> Endpoint | None:
@@ -467,10 +387,10 @@ def ensure_gateway_endpoint(node: Node) -> Endpoint | None:
     tiers = sorted(allowed_tiers())
     default = min(tiers, key=tier_sort_key)  # the most urgent of the seed's tiers
     with transaction.atomic():
-        for old in GatewayKey.objects.active().filter(name=_node_key_name(node)):
+        for old in GatewayKey.objects.active().filter(name=node_key_name(node)):
             revoke_gateway_key(old, None)
         _, plaintext = create_gateway_key(
-            _node_key_name(node), tiers, default, None, nodes=[node], check=False
+            node_key_name(node), tiers, default, None, nodes=[node], check=False
         )
         name = f"{node.name}-gateway"
         if Endpoint.objects.filter(name=name).exists():

@@ -37,6 +37,7 @@ def _seed(admin: Any) -> tuple[dict[str, int], str]:
     """One object of each kind, {API path prefix: its id}, and the token of a node kept for
     the heartbeat (the fuzzed node's token is rotated by the run)."""
     from console.bench.services import create_run
+    from console.fleet import gateway_keys
     from console.fleet import services as fleet
     from console.tuning.rollouts.services import create_rollout
     from console.tuning.services import create_launch_profile, create_tier_config
@@ -47,7 +48,7 @@ def _seed(admin: Any) -> tuple[dict[str, int], str]:
     endpoint = fleet.create_endpoint(
         admin, name="fuzz-endpoint", base_url="http://127.0.0.1:9/v1", models=["m"], kind="vllm"
     )
-    key, _ = fleet.create_gateway_key("fuzz-key", ["online"], "online", admin, check=False)
+    key, _ = gateway_keys.create_gateway_key("fuzz-key", ["online"], "online", admin, check=False)
     tiers = create_tier_config(name="fuzz", config=tier_config(), message="v1")
     profile = create_launch_profile(name="fuzz", args={"model": "m", "max_num_seqs": 8})
     rollout = create_rollout(tier_config=tiers, stale_targets="include", user=admin, start=False)

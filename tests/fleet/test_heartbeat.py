@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from console.fleet import services
+from console.fleet import gateway_keys, services
 from console.fleet.models import Endpoint, GatewayKey, Node, TelemetrySample
 from tests.fleet.fleet_helpers import beat, post_beat, sample
 
@@ -177,7 +177,9 @@ def test_an_unknown_applied_version_is_stored_as_none(node_and_token: Any) -> No
 
 def test_keys_only_when_keys_version_changes(node_and_token: Any, admin_user: Any) -> None:
     _, token = node_and_token
-    key, plaintext = services.create_gateway_key("ops", ["online", "batch"], "online", admin_user)
+    key, plaintext = gateway_keys.create_gateway_key(
+        "ops", ["online", "batch"], "online", admin_user
+    )
     reply = post_beat(Client(), token, beat()).json()
     assert reply["gateway_keys"] == [key.wire()]
     version = reply["keys_version"]
@@ -186,7 +188,7 @@ def test_keys_only_when_keys_version_changes(node_and_token: Any, admin_user: An
     reply = post_beat(Client(), token, beat(keys_version=version)).json()
     assert "gateway_keys" not in reply and reply["keys_version"] == version
 
-    services.revoke_gateway_key(key, admin_user)
+    gateway_keys.revoke_gateway_key(key, admin_user)
     reply = post_beat(Client(), token, beat(keys_version=version)).json()
     assert reply["gateway_keys"] == [] and reply["keys_version"] != version
 
@@ -194,7 +196,7 @@ def test_keys_only_when_keys_version_changes(node_and_token: Any, admin_user: An
 def test_a_key_scoped_to_another_node_is_not_sent(node_and_token: Any, admin_user: Any) -> None:
     _, token = node_and_token
     other, _ = services.create_node("gpu-b-02", [], None)
-    services.create_gateway_key("b-only", ["online"], "online", admin_user, nodes=[other])
+    gateway_keys.create_gateway_key("b-only", ["online"], "online", admin_user, nodes=[other])
     reply = post_beat(Client(), token, beat()).json()
     assert [k["name"] for k in reply["gateway_keys"]] == []
 
@@ -256,11 +258,11 @@ def test_the_beats_key_query_matches_the_orm_definition(
 
     node, _ = node_and_token
     other, _ = services.create_node("gpu-b-02", [], None)
-    services.create_gateway_key("everywhere", ["online"], "online", admin_user)
-    services.create_gateway_key("here", ["batch"], "batch", admin_user, nodes=[node, other])
-    services.create_gateway_key("there", ["offline"], "offline", admin_user, nodes=[other])
-    revoked, _ = services.create_gateway_key("old", ["online"], "online", admin_user)
-    services.revoke_gateway_key(revoked, admin_user)
+    gateway_keys.create_gateway_key("everywhere", ["online"], "online", admin_user)
+    gateway_keys.create_gateway_key("here", ["batch"], "batch", admin_user, nodes=[node, other])
+    gateway_keys.create_gateway_key("there", ["offline"], "offline", admin_user, nodes=[other])
+    revoked, _ = gateway_keys.create_gateway_key("old", ["online"], "online", admin_user)
+    gateway_keys.revoke_gateway_key(revoked, admin_user)
     for n in (node, other):
         expected = [k.wire() for k in GatewayKey.objects.for_node(n).order_by("sha256")]
         assert keys_for_node(n) == expected

@@ -21,7 +21,7 @@ from tests.waiting import wait_for
 
 
 def _key() -> str:
-    from console.fleet.services import create_gateway_key
+    from console.fleet.gateway_keys import create_gateway_key
 
     _, plaintext = create_gateway_key(
         "load", ["online", "batch", "offline"], "online", None, check=False

@@ -1,5 +1,5 @@
-"""REST shapes of the fleet app. Writes go through services.py (audit + transactions);
-secrets are write-only or shown once, never read back."""
+"""REST shapes of the fleet app. Writes go through the workflows (services.py, gateway_keys.py:
+audit + transactions); secrets are write-only or shown once, never read back."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from console.core.fields import IdRelatedField
-from console.fleet import services
+from console.fleet import gateway_keys, services
 from console.fleet.choices import EndpointKind
 from console.fleet.models import Endpoint, GatewayKey, Node
 
@@ -272,7 +272,7 @@ class GatewayKeySerializer(_AuditContext, serializers.ModelSerializer):
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         try:
-            services.check_tiers(attrs["tiers"], attrs["default_tier"])
+            gateway_keys.check_tiers(attrs["tiers"], attrs["default_tier"])
         except services.FleetError as exc:
             raise serializers.ValidationError({exc.field: exc.message}) from None
         return attrs
@@ -280,7 +280,7 @@ class GatewayKeySerializer(_AuditContext, serializers.ModelSerializer):
     def create(self, validated_data: dict[str, Any]) -> GatewayKey:
         user, request = self._who()
         try:
-            key, plaintext = services.create_gateway_key(
+            key, plaintext = gateway_keys.create_gateway_key(
                 validated_data["name"],
                 validated_data["tiers"],
                 validated_data["default_tier"],

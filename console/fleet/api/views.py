@@ -16,7 +16,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from console.core.roles import ADMIN, OPERATOR
-from console.fleet import desired, heartbeat, probes, services
+from console.fleet import desired, gateway_keys, heartbeat, probes, services
 from console.fleet.api.auth import IsAgentNode, NodeTokenAuthentication
 from console.fleet.api.serializers import (
     DoctorResultSerializer,
@@ -198,13 +198,13 @@ class GatewayKeyViewSet(
         return Response(data, status=status.HTTP_201_CREATED)
 
     def perform_destroy(self, instance: GatewayKey) -> None:
-        services.revoke_gateway_key(instance, self.request.user, self.request)
+        gateway_keys.revoke_gateway_key(instance, self.request.user, self.request)
 
     @extend_schema(request=None, responses=GatewayKeySerializer)
     @action(detail=True, methods=["post"])
     def revoke(self, request: Request, pk: str | None = None) -> Response:
         """Revoke the key: agents drop it on their next heartbeat."""
-        key = services.revoke_gateway_key(self.get_object(), request.user, request)
+        key = gateway_keys.revoke_gateway_key(self.get_object(), request.user, request)
         return Response(self.get_serializer(key).data)
 
 

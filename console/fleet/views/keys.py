@@ -10,7 +10,8 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods, require_POST
 
 from console.core.roles import ADMIN, VIEWER, has_role, require_role
-from console.fleet import services
+from console.fleet import gateway_keys
+from console.fleet.errors import FleetError
 from console.fleet.forms import GatewayKeyForm
 from console.fleet.models import GatewayKey
 
@@ -28,7 +29,7 @@ def key_list(request: HttpRequest) -> HttpResponse:
         require_role(request, ADMIN)
         if form is not None and form.is_valid():
             try:
-                created = services.create_gateway_key(
+                created = gateway_keys.create_gateway_key(
                     form.cleaned_data["name"],
                     form.cleaned_data["tiers"],
                     form.cleaned_data["default_tier"],
@@ -37,7 +38,7 @@ def key_list(request: HttpRequest) -> HttpResponse:
                     request=request,
                 )
                 form = GatewayKeyForm()
-            except services.FleetError as exc:
+            except FleetError as exc:
                 form.add_error(exc.field if exc.field in form.fields else None, exc.message)
     keys = (
         GatewayKey.objects.select_related("created_by")
@@ -56,6 +57,6 @@ def key_list(request: HttpRequest) -> HttpResponse:
 def key_revoke(request: HttpRequest, pk: int) -> HttpResponse:
     require_role(request, ADMIN)
     key = get_object_or_404(GatewayKey, pk=pk)
-    services.revoke_gateway_key(key, request.user, request)
+    gateway_keys.revoke_gateway_key(key, request.user, request)
     messages.success(request, f"Key {key.name} revoked; agents drop it on their next heartbeat.")
     return redirect("fleet:key-list")
