@@ -5,7 +5,7 @@
 
 sweep: two identical engines, one behind the gateway (`python -m gpu_agent`, the seed's tiers
 verbatim: adaptive awaiting limit, work-conserving release), one reached directly; the
-open-loop client (perf/bench_gateway.py's) sends the same rate to both, interleaved on one
+open-loop client (perf/open_loop.py) sends the same rate to both, interleaved on one
 schedule, at 0.25x .. 2x the engine's capacity. Engines: `fast`, perf/bench_gateway.py's raw
 upstream with a 20 ms TTFT and 4 streams at a time (FCFS queue behind them); `sim`, the
 simulator with `--max-num-seqs 8`, 64 output tokens. Capacity is measured first (direct,
@@ -41,15 +41,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from perf.bench_gateway import (
-    CLIENT_CORE,
-    KEY,
-    _free_port,
-    _one,
-    _open_loop,
-    _process,
-)
+from perf.bench_gateway import CLIENT_CORE
 from perf.fast_upstream import FIRST_TOKEN
+from perf.open_loop import KEY, free_port, one_request, open_loop, pinned_process
 from perf.overload_compare import AFTER_S, BEFORE_S, back_after, per_second
 from perf.overload_trace import trace
 from scheduler import config_to_dict, default_config
@@ -81,7 +75,7 @@ def _stack(
 ) -> Iterator[tuple[str, str, dict[str, int], str]]:
     """Two engines, a gateway in front of the first; yields (gateway, direct, pids, the
     gateway's engine), the pids named "gateway", "engine_gateway" and "engine_direct"."""
-    ports = [_free_port() for _ in range(3)]
+    ports = [free_port() for _ in range(3)]
     urls = [f"http://127.0.0.1:{p}" for p in ports]
     keys = [{"name": "bench", "key": KEY, "tiers": list(TIERS), "default_tier": "online"}]
     with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
@@ -90,12 +84,12 @@ def _stack(
         pids: dict[str, int] = {}
         for name, port, url in zip(("engine_gateway", "engine_direct"), ports, urls, strict=False):
             argv = _engine_argv(kind, port, seqs, time_scale)
-            pids[name] = stack.enter_context(_process(argv, ENGINE_CORE, url + "/health")).pid
+            pids[name] = stack.enter_context(pinned_process(argv, ENGINE_CORE, url + "/health")).pid
         gateway = [sys.executable, "-m", "gpu_agent", "--engine-url", urls[0],
                    "--listen", f"127.0.0.1:{ports[2]}", "--log-level", "warning",
                    "--tier-config", f"{tmp}/tiers.json", "--keys", f"{tmp}/keys.json",
                    "--state-dir", f"{tmp}/state", "--node-token", NODE_TOKEN]  # fmt: skip
-        proc = stack.enter_context(_process(gateway, CLIENT_CORE, urls[2] + "/health"))
+        proc = stack.enter_context(pinned_process(gateway, CLIENT_CORE, urls[2] + "/health"))
         pids["gateway"] = proc.pid
         time.sleep(1.5)  # the agent learns the model list from its first telemetry tick
         _GATEWAYS.add(urls[2] + "/v1/chat/completions")
@@ -118,7 +112,7 @@ async def _capacity(session: Any, url: str, concurrency: int, seconds: float, bo
     async def worker() -> None:
         nonlocal done
         while time.monotonic() < deadline:
-            _, ok = await _one(session, url, body, headers)
+            _, ok = await one_request(session, url, body, headers)
             done += ok
 
     await asyncio.gather(*(worker() for _ in range(concurrency)))
@@ -146,10 +140,10 @@ async def _sweep(args: argparse.Namespace) -> dict[str, Any]:
             capacity = await _capacity(session, dr, 4 * seqs, 4.0, body)
             report["capacity_rps"] = capacity
             print(f"{args.engine}: capacity (direct, closed loop) {capacity:.1f} req/s", flush=True)
-            await _open_loop(session, [gw, dr], capacity / 4, 1.0)  # warm-up
+            await open_loop(session, [gw, dr], capacity / 4, 1.0)  # warm-up
             for factor in args.steps:
                 rate = factor * capacity
-                r = await _open_loop(session, [gw, dr], rate, args.duration, body=body)
+                r = await open_loop(session, [gw, dr], rate, args.duration, body=body)
                 g, d = r[gw], r[dr]
                 status_headers = {"Authorization": f"Bearer {NODE_TOKEN}"}
                 async with session.get(

@@ -34,7 +34,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -42,158 +41,22 @@ from typing import Any
 # Run as a script (perf/bench_gateway.py): the packages at the root.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from loadgen import percentile
-from perf.fast_upstream import CHUNKS, DELTAS, DONE, FIRST_TOKEN, proxy_app, serve_upstream
+from perf.fast_upstream import DELTAS, proxy_app, serve_upstream
+from perf.open_loop import KEY, cpu_seconds, free_port, open_loop, pinned_process
 
 ROOT = Path(__file__).resolve().parent.parent
-KEY = "tgk_bench_0123456789abcdef0123456789abcdef0123456789"
 GATEWAY_CORE, CLIENT_CORE = 0, 1
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 # A step whose client fell this far behind its schedule measured the client, not the gateway.
 CLIENT_LAG_LIMIT_MS = 10.0
-
-# -- processes -----------------------------------------------------------------------------
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime + stime
-
-
-def _wait_http(url: str, timeout: float = 20.0) -> None:
-    import httpx
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with contextlib.suppress(httpx.TransportError):
-            httpx.get(url, timeout=1)
-            return
-        time.sleep(0.05)
-    raise RuntimeError(f"{url} did not answer")
-
-
-@contextlib.contextmanager
-def _process(
-    argv: list[str], core: int, url: str, cwd: Path = ROOT
-) -> Iterator[subprocess.Popen[bytes]]:
-    proc = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        os.sched_setaffinity(proc.pid, {core})
-        _wait_http(url)
-        yield proc
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
-# -- the open-loop client --------------------------------------------------------------------
-
-
-async def _one(
-    session: Any, url: str, body: bytes, headers: dict[str, str]
-) -> tuple[float | None, bool]:
-    t0 = time.perf_counter()
-    ttft = None
-    tail = b""
-    try:
-        async with session.post(url, data=body, headers=headers) as response:
-            if response.status != 200:
-                await response.read()
-                return None, False
-            async for chunk in response.content.iter_any():
-                # The first token, not the first byte: vLLM and the simulator send a role-only
-                # chunk at once, before the request even reaches a batch.
-                if ttft is None and FIRST_TOKEN.search(chunk):
-                    ttft = time.perf_counter() - t0
-                tail = chunk
-    except Exception:
-        return None, False
-    return ttft, tail.endswith(DONE) or b"[DONE]" in tail
-
-
-async def _open_loop(
-    session: Any, targets: list[str], rate: float, duration: float, body: bytes | None = None
-) -> dict[str, dict[str, Any]]:
-    """Each target gets `rate` req/s on a fixed schedule; targets are interleaved."""
-    body = (
-        body
-        or json.dumps(
-            {
-                "model": "bench",
-                "messages": [{"role": "user", "content": "hello"}],
-                "stream": True,
-                "max_tokens": CHUNKS,
-            }
-        ).encode()
-    )
-    headers = {"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"}
-    results: dict[str, list[tuple[float, float | None, bool]]] = {t: [] for t in targets}
-    tasks: list[asyncio.Task[None]] = []
-    lags: list[float] = []
-
-    async def fire(target: str, sent_at: float) -> None:
-        ttft, ok = await _one(session, target, body, headers)
-        results[target].append((sent_at, ttft, ok))
-
-    loop = asyncio.get_running_loop()
-    start = loop.time() + 0.05
-    step = 1.0 / rate
-    n = int(duration * rate)
-    schedule = sorted(
-        (start + i * step + k * step / len(targets), target)
-        for i in range(n)
-        for k, target in enumerate(targets)
-    )
-    for at, target in schedule:
-        delay = at - loop.time()
-        if delay > 0:
-            await asyncio.sleep(delay)
-        lags.append(max(0.0, loop.time() - at))
-        tasks.append(asyncio.create_task(fire(target, at - start)))
-    _, pending = await asyncio.wait(tasks, timeout=2.0)
-    for task in pending:
-        task.cancel()
-    out: dict[str, dict[str, Any]] = {}
-    for target, rows in results.items():
-        ttfts = [t for _, t, ok in rows if ok and t is not None]
-        first = [t for s, t, ok in rows if ok and t is not None and s < duration / 2]
-        second = [t for s, t, ok in rows if ok and t is not None and s >= duration / 2]
-        out[target] = {
-            "sent": n,
-            "ok": len(ttfts),
-            "errors": sum(1 for _, _, ok in rows if not ok),
-            "unfinished": n - len(rows),
-            "ttft_p50_ms": percentile(ttfts, 50) * 1000 if ttfts else None,
-            "ttft_p99_ms": percentile(ttfts, 99) * 1000 if ttfts else None,
-            "ttft_p99_first_half_ms": percentile(first, 99) * 1000 if first else None,
-            "ttft_p99_second_half_ms": percentile(second, 99) * 1000 if second else None,
-        }
-    out["_client"] = {
-        "dispatch_lag_p99_ms": percentile(lags, 99) * 1000,
-        "max_lag_ms": max(lags) * 1000,
-    }
-    return out
 
 
 async def _measure(
     session: Any, targets: list[str], rate: float, duration: float, pid: int | None
 ) -> dict[str, Any]:
-    cpu0 = _cpu_seconds(pid) if pid else 0.0
-    result = await _open_loop(session, targets, rate, duration)
+    cpu0 = cpu_seconds(pid) if pid else 0.0
+    result = await open_loop(session, targets, rate, duration)
     if pid:
-        result["_cpu_s"] = _cpu_seconds(pid) - cpu0
+        result["_cpu_s"] = cpu_seconds(pid) - cpu0
     return result
 
 
@@ -209,13 +72,13 @@ async def _against_baseline(
         for round_ in range(args.baseline_rounds):
             order = names if round_ % 2 == 0 else names[::-1]
             targets = [urls[n] + "/v1/chat/completions" for n in order]
-            cpu0 = {n: _cpu_seconds(pids[n]) for n in names}
-            r = await _open_loop(session, [*targets, direct], rate, args.duration)
+            cpu0 = {n: cpu_seconds(pids[n]) for n in names}
+            r = await open_loop(session, [*targets, direct], rate, args.duration)
             row: dict[str, Any] = {"rate": rate, "round": round_}
             for n, url in zip(order, targets, strict=True):
                 ok = r[url]["ok"]
                 row[n] = {
-                    "cpu_ms_per_request": (_cpu_seconds(pids[n]) - cpu0[n]) * 1000 / max(1, ok),
+                    "cpu_ms_per_request": (cpu_seconds(pids[n]) - cpu0[n]) * 1000 / max(1, ok),
                     "ttft_p50_ms": r[url]["ttft_p50_ms"],
                     "errors": r[url]["errors"],
                     "unfinished": r[url]["unfinished"],
@@ -247,7 +110,7 @@ async def _bench(
     async with aiohttp.ClientSession(connector=connector, auto_decompress=False) as session:
         gw = urls["gateway"] + "/v1/chat/completions"
         direct = urls["upstream"] + "/v1/chat/completions"
-        await _open_loop(session, [gw, direct], 50, 1.0)  # warm-up: connections, caches
+        await open_loop(session, [gw, direct], 50, 1.0)  # warm-up: connections, caches
         if "gateway_baseline" in pids:
             report["baseline"] = await _against_baseline(session, args, urls, pids)
             if args.baseline_only:
@@ -274,13 +137,13 @@ async def _bench(
         # Part 2: the gateway and both bare proxies side by side under the same noise.
         names = ["gateway", "proxy_aiohttp", "proxy_httpx"]
         side = [urls[n] + "/v1/chat/completions" for n in names]
-        await _open_loop(session, [*side, direct], 50, 0.5)
-        cpu0 = {n: _cpu_seconds(pids[n]) for n in names}
-        r = await _open_loop(session, [*side, direct], 100, args.duration)
+        await open_loop(session, [*side, direct], 50, 0.5)
+        cpu0 = {n: cpu_seconds(pids[n]) for n in names}
+        r = await open_loop(session, [*side, direct], 100, args.duration)
         for n, url in zip(names, side, strict=True):
             p = r[url]
             report["proxies"][n] = {
-                "cpu_ms_per_request": (_cpu_seconds(pids[n]) - cpu0[n]) * 1000 / max(1, p["ok"]),
+                "cpu_ms_per_request": (cpu_seconds(pids[n]) - cpu0[n]) * 1000 / max(1, p["ok"]),
                 "added_ttft_p50_ms": p["ttft_p50_ms"] - r[direct]["ttft_p50_ms"],
                 "added_ttft_p99_ms": p["ttft_p99_ms"] - r[direct]["ttft_p99_ms"],
                 "errors": p["errors"],
@@ -389,7 +252,7 @@ def main() -> int:
     args.rates = [float(r) for r in args.rates.split(",") if r]
     args.ceiling_rates = [float(r) for r in args.ceiling_rates.split(",") if r]
     names = ("upstream", "gateway", "gateway_baseline", "proxy_aiohttp", "proxy_httpx")
-    ports = {name: _free_port() for name in names}
+    ports = {name: free_port() for name in names}
     urls = {name: f"http://127.0.0.1:{port}" for name, port in ports.items()}
     me = [sys.executable, str(Path(__file__).resolve())]
     tiers = {
@@ -430,7 +293,7 @@ def main() -> int:
         ]
         with contextlib.ExitStack() as stack:
             stack.enter_context(
-                _process(
+                pinned_process(
                     [*me, "upstream", "--port", str(ports["upstream"]), "--delta", args.delta],
                     CLIENT_CORE,
                     urls["upstream"] + "/health",
@@ -438,14 +301,14 @@ def main() -> int:
             )
             pids = {
                 "gateway": stack.enter_context(
-                    _process(gateway, GATEWAY_CORE, urls["gateway"] + "/health")
+                    pinned_process(gateway, GATEWAY_CORE, urls["gateway"] + "/health")
                 ).pid
             }
             if baseline is not None:
                 argv = [*gateway]
                 argv[argv.index("--listen") + 1] = f"127.0.0.1:{ports['gateway_baseline']}"
                 url = urls["gateway_baseline"] + "/health"
-                process = _process(argv, GATEWAY_CORE, url, cwd=baseline)
+                process = pinned_process(argv, GATEWAY_CORE, url, cwd=baseline)
                 pids["gateway_baseline"] = stack.enter_context(process).pid
             for client in ("aiohttp", "httpx"):
                 name = f"proxy_{client}"
@@ -460,7 +323,7 @@ def main() -> int:
                     str(ports[name]),
                 ]
                 pids[name] = stack.enter_context(
-                    _process(argv, GATEWAY_CORE, urls[name] + "/health")
+                    pinned_process(argv, GATEWAY_CORE, urls[name] + "/health")
                 ).pid
             report = asyncio.run(_bench(args, urls, pids))
     if "baseline" in report:

@@ -34,7 +34,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from loadgen import capture
-from perf.bench_gateway import KEY, _free_port, _one, _process
+from perf.open_loop import KEY, free_port, one_request, pinned_process
 from scheduler import config_to_dict, default_config
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -67,7 +67,7 @@ async def _drive(urls: list[str], n: int, gap_s: float) -> None:
     async with aiohttp.ClientSession(connector=connector, auto_decompress=False) as session:
         for i in range(n + 10):  # the first 10 warm every path up and are not kept
             for url in urls[i % len(urls) :] + urls[: i % len(urls)]:  # rotate who goes first
-                _, ok = await _one(session, url + "/v1/chat/completions", body, headers)
+                _, ok = await one_request(session, url + "/v1/chat/completions", body, headers)
                 if not ok:
                     raise RuntimeError(f"{url}: a request failed")
                 await asyncio.sleep(gap_s)
@@ -96,7 +96,7 @@ def _hop(front: list[tuple[float, float]], back: list[tuple[float, float]]) -> d
 def run(n: int, gap_s: float) -> dict[str, Any]:
     os.sched_setaffinity(0, {CLIENT_CORE})
     names = ("engine", "engine2", "direct", "gateway", "proxy")
-    ports = {name: _free_port() for name in names}
+    ports = {name: free_port() for name in names}
     urls = {name: f"http://127.0.0.1:{p}" for name, p in ports.items()}
     keys = [{"name": "bench", "key": KEY, "tiers": ["online", "batch", "offline"],
              "default_tier": "online"}]  # fmt: skip
@@ -106,7 +106,7 @@ def run(n: int, gap_s: float) -> dict[str, Any]:
         (tmpdir / "tiers.json").write_text(json.dumps(config_to_dict(default_config())))
         (tmpdir / "keys.json").write_text(json.dumps(keys))
         for name in ("engine", "engine2", "direct"):
-            stack.enter_context(_process(
+            stack.enter_context(pinned_process(
                 [sys.executable, me, "upstream", "--port", str(ports[name]), "--ttft-ms", "20",
                  "--slots", "4"], ENGINE_CORE, urls[name] + "/health"))  # fmt: skip
         profile = ["-m", "cProfile", "-o", PROFILE] if PROFILE else []
@@ -115,11 +115,11 @@ def run(n: int, gap_s: float) -> dict[str, Any]:
                         "--log-level", "warning", "--tier-config", f"{tmp}/tiers.json",
                         "--keys", f"{tmp}/keys.json", "--state-dir", f"{tmp}/state"]  # fmt: skip
         gateway = stack.enter_context(
-            _process(gateway_argv, GATEWAY_CORE, urls["gateway"] + "/health")
+            pinned_process(gateway_argv, GATEWAY_CORE, urls["gateway"] + "/health")
         )
         proxy_argv = [sys.executable, me, "proxy", "--client", "aiohttp", "--upstream",
                       urls["engine2"], "--port", str(ports["proxy"])]  # fmt: skip
-        stack.enter_context(_process(proxy_argv, GATEWAY_CORE, urls["proxy"] + "/health"))
+        stack.enter_context(pinned_process(proxy_argv, GATEWAY_CORE, urls["proxy"] + "/health"))
         time.sleep(1.5)  # the agent learns the model list from its first telemetry tick
         pcap = tmpdir / "hop.pcap"
         with _tcpdump(pcap, " or ".join(f"port {p}" for p in ports.values())):

@@ -14,7 +14,7 @@ import os
 import re
 from typing import Any
 
-from perf.bench_gateway import _cpu_seconds
+from perf.open_loop import cpu_seconds
 
 _GAUGE = re.compile(rb"^vllm:num_requests_(running|waiting)\{[^}]*\} ([0-9.e+]+)$", re.M)
 
@@ -61,7 +61,7 @@ async def trace(
     """Append one row a second to `out` until cancelled."""
     loop = asyncio.get_running_loop()
     pids = {**pids, "client": os.getpid()}
-    cpu = {name: _cpu_seconds(pid) for name, pid in pids.items()}
+    cpu = {name: cpu_seconds(pid) for name, pid in pids.items()}
     last = loop.time()
     while True:
         await asyncio.sleep(1.0)
@@ -71,7 +71,7 @@ async def trace(
         row: dict[str, Any] = {"t": round(now - t0, 2), "client_lag_ms": round(lag * 1000, 1)}
         for name, pid in pids.items():
             try:
-                spent = _cpu_seconds(pid)
+                spent = cpu_seconds(pid)
             except OSError:
                 continue
             row[f"cpu_{name}"] = round(spent - cpu[name], 2)
