@@ -115,6 +115,8 @@ def workload_of(doc: Any) -> str | None:
     if not isinstance(options, dict):
         return None
     fields = [options.get(k) for k in ("seed", "rate", "duration_s", "warmup_s", "time_scale")]
+    if fields[1] is None:  # a probed rate (--load-factor): the rate the arms were offered
+        fields[1] = (doc.get("workload") or {}).get("rate_rps")
     if not all(_number(f) for f in fields) or not isinstance(options.get("engine"), str):
         return None
     seed, rate, duration, warmup, scale = (f"{f:.15g}" for f in fields)  # exact: no two alike

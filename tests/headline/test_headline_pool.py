@@ -242,6 +242,16 @@ def test_rounds_that_replay_one_workload_are_also_counted_once(
     unrecorded = pool([from_record(_record([0.9, 1.05], [0.0, 0.0]), "d", "b", "U")] * 2)
     assert unrecorded["workloads"] == 4 and unrecorded["replayed_rounds"] == 0
 
+    # A probed rate (--load-factor) is not in round 1's options, only in what it offered; the
+    # later rounds of the run carry it over, and all of them name the same rate.
+    probed = _with_options(_record([0.9, 1.0], [0.0] * 2), 4200, rate=33.6)
+    probed["docs"][0]["options"]["rate"] = None
+    probed["docs"][0]["workload"] = {"rate_rps": 33.6}
+    names = [r["workload"] for r in from_record(probed, "d", "b", "P")["rounds"]]
+    assert names == [f"seed {s} at 33.6 req/s, 5+40 s, sim at time scale 2" for s in (4200, 4201)]
+    del probed["docs"][0]["workload"]
+    assert from_record(probed, "d", "b", "P")["rounds"][0]["workload"] is None
+
     bad = json.loads(json.dumps(first))
     bad["rounds"][0]["workload"] = ""
     with pytest.raises(SetError, match=r"rounds\[1\]\.workload: a non-empty string or null"):
