@@ -354,7 +354,8 @@ def test_every_documented_pool_command_prints_what_the_docs_say(
     """Each `-m perf.headline.pool ...` line in docs/performance.md runs from the clone's
     root, and the `x0.000 (x0.000 to x0.000)` figures the docs give on the line after it
     (in `# gives ...`) are what it prints: the online figure, and where the line gives them
-    the offline one and the online one counted by workload."""
+    the offline one, the online one counted by workload, and req/s and tokens in the window
+    ("req/s x0.000 (x0.000-x0.000)")."""
     monkeypatch.chdir(ROOT)
     text = (ROOT / "docs" / "performance.md").read_text(encoding="utf-8")
     found = re.findall(
@@ -372,6 +373,14 @@ def test_every_documented_pool_command_prints_what_the_docs_say(
             assert f"offline TTFT P99: {o_centre} (paired 95% interval {o_low} to {o_high};" in (
                 printed
             ), rest
+        for name, printed_as in (("req/s", "throughput"),
+                                 ("tokens", "output tokens streamed in the window")):  # fmt: skip
+            for t_centre, t_low, t_high in re.findall(
+                rf"{re.escape(name)} (x[\d.]+) \((x[\d.]+)-(x[\d.]+)\)", tail
+            ):
+                assert (
+                    f"{printed_as}: {t_centre} (paired 95% interval {t_low} to {t_high};" in printed
+                ), (rest, name)
         for w_centre, w_low, w_high in re.findall(by_workload, tail):
             assert (
                 f"online TTFT P99 counted by workload: {w_centre} (paired 95% interval {w_low} to "
