@@ -8,8 +8,8 @@ not the simulator: its cost must not blur the gateway's) answering every complet
 content chunks 1 ms apart then [DONE]; the gateway under test (`python -m gpu_agent`,
 standalone, one tier released at once) pinned to core 0; two bare pass-through proxies (the same
 uvicorn ASGI stack, no keys, no scheduler, no telemetry; one with an aiohttp upstream client,
-one with httpx) pinned to core 0 too; the open-loop client (this process) and the upstream on
-core 1.
+one with httpx) pinned to core 0 too; the open-loop client (this process, perf/open_loop.py)
+and the upstream on core 1.
 
 Parts:
 0. with --baseline-ref REF: the gateway of that git ref (checked out in a temporary worktree)
