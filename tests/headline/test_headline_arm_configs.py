@@ -1,4 +1,4 @@
-"""The headline arms' tier configs (console/bench/headline/arms.py): each parses, and the
+"""The headline arms' tier configs (console/bench/headline/catalog.py): each parses, and the
 paired arms (h) and (s) are arm (d) with the recovery reserve, or the starvation bound, off
 and nothing else changed."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from console.bench.headline.arms import standard_arms
+from console.bench.headline.catalog import standard_arms
 from console.bench.headline.options import check
 from console.bench.headline.workload import engine_flags, engine_sequences
 from gpu_agent import config as agent_config
@@ -61,6 +61,7 @@ def test_arm_letters_that_name_no_arm_are_refused() -> None:
                                                        ("m", 6, False, False, True),
                                                        ("q", 6, True, False, True),
                                                        ("w", 3, True, False, True),
+                                                       ("y", 1, True, False, True),
                                                        ("u", 6, True, True, True),
                                                        ("v", 6, True, True, False)]
 )  # fmt: skip
@@ -70,9 +71,9 @@ def test_reserve_arms_are_arm_d_with_some_of_the_engines_sequences_reserved(
 ) -> None:
     """(k), (n) and (m) cap the gateway at the engine's own `--max-num-seqs`, as the agent does
     from a launch profile, and keep the last 1, 3 or 6 of them for the most urgent tier; (q)
-    is (m) with that reserve following online's arrivals, (w) is (q) with 3, (u) is (q) with
-    it capping every request but online's own instead, and (v) is (u) with the gateway's cap
-    left at its default, above the engine's; nothing else differs from (d)."""
+    is (m) with that reserve following online's arrivals, (w) is (q) with 3 and (y) with 1,
+    (u) is (q) with it capping every request but online's own instead, and (v) is (u) with the
+    gateway's cap left at its default, above the engine's; nothing else differs from (d)."""
     arms = {arm.key: arm for arm in standard_arms()}
     d, arm = arms["d"], arms[key]
     flags = engine_flags("priority", 1.0, 0, engine)

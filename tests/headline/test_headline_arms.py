@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from console.bench.headline.arms import Setup, run_arm, standard_arms
+from console.bench.headline.arms import Setup, run_arm
+from console.bench.headline.catalog import standard_arms
 from console.bench.headline.workload import TIERS, records_needed, write_prompts
 
 RATE = 32.0  # past the simulated engine's saturation point (~26 req/s for this workload)

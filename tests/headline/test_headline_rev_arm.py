@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from console.bench.headline.arms import Setup, run_arm, standard_arms
+from console.bench.headline.arms import Setup, run_arm
+from console.bench.headline.catalog import standard_arms
 from console.bench.headline.options import check
 from console.bench.headline.procs import GATEWAY_PACKAGES, gateway_source, run_gateway
 from console.bench.headline.workload import records_needed, write_prompts

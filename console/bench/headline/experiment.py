@@ -44,7 +44,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from console.bench.headline.arms import Arm, ArmOutcome, Setup, run_arm, standard_arms
+from console.bench.headline.arms import ArmOutcome, Setup, run_arm
+from console.bench.headline.catalog import Arm, standard_arms
 from console.bench.headline.procs import VllmEngine, cpu_set, gateway_source
 from console.bench.headline.report import verdict
 from console.bench.headline.saturation import find_saturation

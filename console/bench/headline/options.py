@@ -7,7 +7,7 @@ import argparse
 import shlex
 from pathlib import Path
 
-from console.bench.headline.arms import arm_keys
+from console.bench.headline.catalog import arm_keys
 from console.bench.headline.experiment import Options
 from console.bench.headline.procs import VllmEngine
 from console.bench.headline.workload import ENGINES

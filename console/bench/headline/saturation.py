@@ -15,7 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from console.bench.headline.arms import Arm, ArmOutcome, Setup, run_arm
+from console.bench.headline.arms import ArmOutcome, Setup, run_arm
+from console.bench.headline.catalog import Arm
 
 Log = Callable[[str], None]
 

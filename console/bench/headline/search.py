@@ -27,7 +27,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from console.bench.headline.arms import Arm, ArmOutcome, Setup, run_arm
+from console.bench.headline.arms import ArmOutcome, Setup, run_arm
+from console.bench.headline.catalog import Arm
 from console.bench.headline.workload import SEED_TIER_CONFIG, TIERS, with_admission, with_waits
 from console.bench.sweeps import planner, scoring
 from console.bench.sweeps.choices import Objective, SweepKind, SweepMode
