@@ -5,7 +5,8 @@
     python -m perf.headline ...     # the same options; perf's script calls this module
 
 One fresh engine per arm (seed 000's launch flags on a simulated 8B model on an H100, or a real
-vLLM), the same seeded mixed workload (workload.py) replayed in every arm (arms.py):
+vLLM), the same seeded mixed workload (workload.py) replayed in every arm (arms.py runs the
+arms that catalog.py defines):
 
     (a) straight to the engine, fcfs             (b) straight, priority policy + per-tier priority
     (c) gateway, seed 000's tiers, engine fcfs   (d) gateway, seed 000's tiers, engine priority
