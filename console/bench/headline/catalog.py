@@ -17,7 +17,7 @@ from console.bench.headline.workload import (
 
 @dataclass(frozen=True)
 class Arm:
-    key: str  # "a".."e"
+    key: str  # one letter, as --arms names it
     name: str  # short slug, used for files and run labels
     title: str
     policy: str  # the engine's --scheduling-policy
@@ -53,7 +53,8 @@ class Arm:
 
 
 def standard_arms() -> list[Arm]:
-    """Arms (a)-(d) of issue 9; (e) comes from the search (search.py)."""
+    """Issue 9's arms (a)-(d), issue 16's admission arms and the checks (i), (p), (r); arm (e)
+    comes from the search (search.py)."""
     return [
         Arm("a", "direct-fcfs", "engine direct, fcfs", "fcfs"),
         Arm("b", "direct-priority", "engine direct, priority policy, priority per tier",
@@ -122,7 +123,8 @@ def standard_arms() -> list[Arm]:
         # (w) with a third of its reserve, between the seed's config (d) and (w): with vLLM's
         # threads on every core (d) kept x0.974 of engine priority's tokens but online TTFT
         # P99 rose x1.220, and (w) kept P99 (x0.840) at x0.917 the tokens (docs/performance.md,
-        # "The every-core layout at the client with the passive wait policy").
+        # "The every-core layout at the client with the passive wait policy"). Measured:
+        # docs/performance.md, "A reserve of one sequence (y) beside (d)".
         Arm("y", "gateway-reserve1follow-priority",
             "gateway (seed 000 tiers, max_in_flight = the engine's max_num_seqs, "
             "reserved_slots 1 following online's arrivals), engine priority", "priority",
