@@ -28,6 +28,9 @@ through the window's path:
        moved off the cores its OpenMP threads hold, and given back after the window
     h  through (g)'s gateway, the engine's helpers fenced as in (e): what the agent's default
        (`--fence-engine-helpers`) does
+    l  through (g)'s gateway, its threads in the idle scheduling class for the window
+       (SCHED_IDLE, given back after): it runs only where the engine's threads leave a core
+       free and its wake-ups preempt none of them
     c  straight to the engine, closed loop at `--cap` requests in flight: a front that costs
        no CPU and keeps the engine's queue at cap - max_num_seqs (the arrivals and so the
        tier mix differ from the open loop's; the computed tokens and steps show by how much)
@@ -88,7 +91,8 @@ from perf.headline.rounds import ratio_interval
 from tools.tiny_model import size_problem
 from tools.vllm_env import LAYOUTS, use_layout
 
-KINDS = "dpgbncfjeh"
+KINDS = "dpgbncfjehl"
+GATEWAYS = "gfjhl"  # the kinds whose front is one of our gateways
 
 
 def paired(
@@ -221,7 +225,7 @@ def run(args: argparse.Namespace, log: Any = print) -> list[dict[str, Any]]:
         if "p" in args.order:
             relay = stack.enter_context(run_relay(engine, workdir, "relay"))
         by_hand = tool_fences(args)
-        if "g" in args.order or "h" in args.order:
+        if set(args.order) & set("ghl"):
             # With the tool fencing in the run, (g) is kept off by hand: its keeper would read
             # the fenced helpers (one core each on two cores) as OpenMP threads. Otherwise its
             # keeper keeps off and leaves the helpers alone, as (g) always has.
@@ -245,7 +249,7 @@ def run(args: argparse.Namespace, log: Any = print) -> list[dict[str, Any]]:
         if args.client_off_engine_cores or args.client_on_engine_cores:
             client_cpus = fences.fence_client(own, bound, join=args.client_on_engine_cores)
         targets = {"d": engine, "b": engine, "c": engine, "e": engine, "p": relay, "g": gateway,
-                   "h": gateway, "n": nginx, "f": floating, "j": joined}  # fmt: skip
+                   "h": gateway, "l": gateway, "n": nginx, "f": floating, "j": joined}  # fmt: skip
         for i, kind in enumerate(args.order):
             target = targets[kind]
             assert target is not None  # each kind in the order has its process, started above
@@ -258,10 +262,11 @@ def run(args: argparse.Namespace, log: Any = print) -> list[dict[str, Any]]:
                 duration_s=args.duration,
                 warmup_s=args.warmup,
                 seed=args.seed + i,
-                api_key=GATEWAY_KEY if kind in "gfjh" else None,
-                tier_priority=None if kind in "gfjh" else TIER_PRIORITY,
+                api_key=GATEWAY_KEY if kind in GATEWAYS else None,
+                tier_priority=None if kind in GATEWAYS else TIER_PRIORITY,
             )
             helpers = fences.fence_engine_helpers(engine, own, bound) if kind in "eh" else {}
+            idled = cores.set_policy(fences.listener(target), os.SCHED_IDLE) if kind == "l" else {}
             with burner(args.burn) if kind == "b" else contextlib.nullcontext() as pid:
                 cpu0, t0 = (cpu_seconds(pid) or 0.0, time.time()) if pid else (0.0, 0.0)
                 trace = workdir / f"window-{i}-trace.json"  # the engine's samples
@@ -271,6 +276,7 @@ def run(args: argparse.Namespace, log: Any = print) -> list[dict[str, Any]]:
                 sched = sched_rates(sched0, sched_by_label(named), time.monotonic() - s0)
                 burnt = ((cpu_seconds(pid) or 0.0) - cpu0) / (time.time() - t0) if pid else None
             cores.unfence(helpers)
+            cores.restore_policy(idled)
             row = {
                 "window": i,
                 "kind": kind,
@@ -282,8 +288,9 @@ def run(args: argparse.Namespace, log: Any = print) -> list[dict[str, Any]]:
                 "completed": (result.summary.get("overall") or {}).get("completed"),
                 "burner_cores": burnt,
                 "client_cpus": client_cpus,
-                "gateway_cpus": _cpus_of(target) if kind in "gfjh" else None,
+                "gateway_cpus": _cpus_of(target) if kind in GATEWAYS else None,
                 "helpers_fenced": len(helpers) if kind in "eh" else None,
+                "threads_idled": len(idled) if kind == "l" else None,
                 "sched": sched,
             }
             log(json.dumps(row))

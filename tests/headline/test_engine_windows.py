@@ -155,12 +155,12 @@ def test_a_run_against_the_simulator_reads_the_engine_in_every_window(tmp_path) 
     the burner and the load generator (open loop, and closed at the cap); every window gets
     the engine's own figures."""
     args = argparse.Namespace(
-        engine="sim", engine_cores="shared", engine_nice=0, order="dpgbcnfjeh", rate=12.0,
+        engine="sim", engine_cores="shared", engine_nice=0, order="dpgbcnfjehl", rate=12.0,
         duration=2.0, warmup=1.0, burn=0.2, cap=4, seed=1, workdir=str(tmp_path),
         client_off_engine_cores=False, client_on_engine_cores=False, fence_engine_helpers=False,
     )  # fmt: skip
     rows = engine_windows.run(args, log=lambda line: None)
-    assert [r["kind"] for r in rows] == list("dpgbcnfjeh")
+    assert [r["kind"] for r in rows] == list("dpgbcnfjehl")
     for row in rows:
         assert row["engine_tps"] and row["engine_tps"] > 0, row
         assert row["computed_tps"] > row["engine_tps"], row  # and the prompts' prefill
@@ -178,16 +178,18 @@ def test_a_run_against_the_simulator_reads_the_engine_in_every_window(tmp_path) 
     assert (tmp_path / "joined-tiers.json").is_file()  # and (j)
     assert {r["client_cpus"] for r in rows} == {None}  # the client was left where it was
     every = sorted(os.sched_getaffinity(0))  # the simulator binds no thread: nobody moved
-    fronts = [r["gateway_cpus"] for r in rows]  # the gateways' (g, f, j) and None elsewhere
-    assert fronts == [None, None, every, None, None, None, every, every, None, every]
-    assert [r["helpers_fenced"] for r in rows][-2:] == [0, 0]  # (e), (h): nothing was bound
+    fronts = [r["gateway_cpus"] for r in rows]  # the gateways' (g, f, j, h, l), None elsewhere
+    assert fronts == [None, None, every, None, None, None, every, every, None, every, every]
+    assert [r["helpers_fenced"] for r in rows][8:10] == [0, 0]  # (e), (h): nothing was bound
+    idled = [r["threads_idled"] for r in rows]  # (l): every thread of (g)'s gateway, and back
+    assert idled[-1] and idled[-1] >= 2 and idled[:-1] == [None] * 10
     for row in rows:  # what the scheduler did with each process, by its label
         sched = row["sched"]
         for name in ("loadgen", "simulator"):
             assert sched[name]["run_s"] > 0.01 and sched[name]["voluntary"] > 1, (name, row)
             assert sched[name]["wait_s"] >= 0 and sched[name]["involuntary"] >= 0, (name, row)
-        assert ("front" in sched) == (row["kind"] in "pgnfjh"), row  # the window's own front
-        if row["kind"] in "pgfjh":  # which relayed every stream (nginx's listener is its master)
+        assert ("front" in sched) == (row["kind"] in "pgnfjhl"), row  # the window's own front
+        if row["kind"] in "pgfjhl":  # which relayed every stream (nginx's listener is its master)
             assert sched["front"]["run_s"] > 0.01 and sched["front"]["voluntary"] > 1, row
         assert ("burner" in sched) == (row["kind"] == "b"), row
 
