@@ -280,6 +280,9 @@ class Gateway:
                         # The client's first token first, then the scheduler's bookkeeping.
                         await writer.write(chunk)
                         ticket.first_token()
+                        pace = agent.stream_pace_s(tier)
+                        if pace:  # the rest in fewer, larger pieces (docs/admission.md)
+                            resp.pace(pace)
                     else:
                         await writer.write(chunk)  # waits only while the client is far behind
                     tail = (tail + chunk)[-_TAIL_BYTES:]

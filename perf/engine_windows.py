@@ -28,6 +28,8 @@ through the window's path:
        moved off the cores its OpenMP threads hold, and given back after the window
     h  through (g)'s gateway, the engine's helpers fenced as in (e): what the agent's default
        (`--fence-engine-helpers`) does
+    s  through a gateway as (g) with `stream_pace_ms` `--pace-ms` on the tiers but online: their
+       streams read from the engine once per pace after the first token, in fewer pieces
     l  through (g)'s gateway, its threads in the idle scheduling class for the window
        (SCHED_IDLE, given back after): it runs only where the engine's threads leave a core
        free and its wake-ups preempt none of them
@@ -81,6 +83,7 @@ from console.bench.headline.workload import (
     arm_spec,
     engine_flags,
     records_needed,
+    with_pace,
     write_prompts,
 )
 from gpu_agent import cores
@@ -91,8 +94,8 @@ from perf.headline.rounds import ratio_interval
 from tools.tiny_model import size_problem
 from tools.vllm_env import LAYOUTS, use_layout
 
-KINDS = "dpgbncfjehl"
-GATEWAYS = "gfjhl"  # the kinds whose front is one of our gateways
+KINDS = "dpgbncfjehls"
+GATEWAYS = "gfjhls"  # the kinds whose front is one of our gateways
 
 
 def paired(
@@ -214,7 +217,7 @@ def run(args: argparse.Namespace, log: Any = print) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     with contextlib.ExitStack() as stack:
         engine = stack.enter_context(run_engine(MODEL, flags, workdir, "engine", vllm))
-        relay = gateway = nginx = floating = joined = None
+        relay = gateway = paced = nginx = floating = joined = None
         own, bound = os.sched_getaffinity(0), fences.engine_bound(engine)  # before any fencing
         fenced = args.fence_engine_helpers
         if fenced:
@@ -225,16 +228,20 @@ def run(args: argparse.Namespace, log: Any = print) -> list[dict[str, Any]]:
         if "p" in args.order:
             relay = stack.enter_context(run_relay(engine, workdir, "relay"))
         by_hand = tool_fences(args)
-        if set(args.order) & set("ghl"):
+        for name, config, kinds in (("gateway", SEED_TIER_CONFIG, "ghl"),
+                                     ("paced", with_pace(SEED_TIER_CONFIG, args.pace_ms), "s")):
+            if not set(args.order) & set(kinds):
+                continue
             # With the tool fencing in the run, (g) is kept off by hand: its keeper would read
             # the fenced helpers (one core each on two cores) as OpenMP threads. Otherwise its
             # keeper keeps off and leaves the helpers alone, as (g) always has.
-            gateway = stack.enter_context(run_gateway(
-                engine, SEED_TIER_CONFIG, workdir, "gateway",
+            url = stack.enter_context(run_gateway(
+                engine, config, workdir, name,
                 flags=["--no-keep-off-engine-cores"] if by_hand else ["--no-fence-engine-helpers"],
             ))  # fmt: skip
             if by_hand:
-                cores.pin_process(fences.listener(gateway), cores.keep_off(own, bound))
+                cores.pin_process(fences.listener(url), cores.keep_off(own, bound))
+            gateway, paced = (url, paced) if name == "gateway" else (gateway, url)
         if "f" in args.order:
             floating = stack.enter_context(run_gateway(
                 engine, SEED_TIER_CONFIG, workdir, "floating", flags=["--no-keep-off-engine-cores"]
@@ -249,7 +256,8 @@ def run(args: argparse.Namespace, log: Any = print) -> list[dict[str, Any]]:
         if args.client_off_engine_cores or args.client_on_engine_cores:
             client_cpus = fences.fence_client(own, bound, join=args.client_on_engine_cores)
         targets = {"d": engine, "b": engine, "c": engine, "e": engine, "p": relay, "g": gateway,
-                   "h": gateway, "l": gateway, "n": nginx, "f": floating, "j": joined}  # fmt: skip
+                   "h": gateway, "l": gateway, "s": paced, "n": nginx, "f": floating,
+                   "j": joined}  # fmt: skip
         for i, kind in enumerate(args.order):
             target = targets[kind]
             assert target is not None  # each kind in the order has its process, started above
@@ -351,6 +359,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--warmup", type=float, default=5.0)
     p.add_argument("--burn", type=float, default=0.06, help="(b): the burner's share of a core")
     p.add_argument("--cap", type=int, default=26, help="(c): requests in flight")
+    p.add_argument("--pace-ms", type=float, default=100.0, help="(s): the lower tiers' pace")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--workdir", default="engine-windows")
     p.add_argument("--json", help="write the windows and the summary here")
@@ -369,11 +378,11 @@ def main(argv: list[str] | None = None) -> int:
         if problem:
             parser().error(f"--model-size: {problem}")
     bad = sorted(set(args.order) - set(KINDS))
-    if bad or not args.order or not 0 < args.burn < 1 or args.cap < 1:
+    if bad or not args.order or not 0 < args.burn < 1 or args.cap < 1 or not 0 < args.pace_ms <= 1000:
         what = (
             f"unknown window kinds {bad}"
             if bad
-            else "--order empty, --burn not in (0, 1) or --cap < 1"
+            else "--order empty, --burn not in (0, 1), --cap < 1 or --pace-ms not in (0, 1000]"
         )
         parser().error(f"{what}; kinds: {KINDS}")
     if tool_fences(args) and args.engine == "vllm" and args.engine_cores == "shared":

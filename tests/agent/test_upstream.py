@@ -418,3 +418,41 @@ async def test_an_https_engine_is_reached_over_tls_with_its_certificate_checked(
             assert (await exchange(pool, eng, "https://localhost"))[2] == b"".join(EVENTS)
         pool.close()
     assert pool.connects == 1 and eng.requests[-1].find(b"\r\nhost: localhost:") > 0
+
+
+async def test_a_paced_stream_comes_in_fewer_pieces_with_nothing_lost_or_reordered() -> None:
+    """`pace`: after the piece it is set on, the engine is read at most once per interval, so
+    events sent 5 ms apart come several to a piece; every byte arrives, in order, and the
+    connection is kept alive for the next exchange. Unpaced, the same stream comes event by
+    event."""
+    events = [b'data: {"n":%d}\n\n' % i for i in range(40)] + [b"data: [DONE]\n\n"]
+
+    async def answer(_r: asyncio.StreamReader, w: asyncio.StreamWriter, _q: bytes) -> None:
+        w.write(HEAD + b"transfer-encoding: chunked\r\n\r\n")
+        for event in events:
+            w.write(b"%x\r\n%s\r\n" % (len(event), event))
+            await w.drain()
+            await asyncio.sleep(0.005)
+        w.write(b"0\r\n\r\n")
+
+    async def pieces(pool: UpstreamPool, port: int, pace: float) -> list[bytes]:
+        async with pool.post(f"http://127.0.0.1:{port}", "/v1/completions", b"{}") as resp:
+            got = []
+            async for piece in resp:
+                got.append(piece)
+                if pace and len(got) == 1:
+                    resp.pace(pace)
+            return got
+
+    async with engine(answer) as eng:
+        pool = make_pool()
+        plain = await pieces(pool, eng.port, 0)
+        paced = await pieces(pool, eng.port, 0.05)
+        again = await pieces(pool, eng.port, 0)  # the paced exchange left the connection as new
+        pool.close()
+    assert eng.connections == 1  # one kept-alive connection served all three
+    for got in (plain, paced, again):
+        assert b"".join(got) == b"".join(events)
+    assert len(plain) >= 30 and len(again) >= 30  # about one piece an event
+    # 41 events over >= 205 ms, read at most every 50 ms after the first piece
+    assert 3 <= len(paced) <= 10, len(paced)

@@ -123,6 +123,8 @@ def test_windows_without_a_figure_or_without_a_direct_window_are_not_judged() ->
         (["--order", ""], "--order empty"),
         (["--burn", "1.5"], "--burn not in (0, 1)"),
         (["--cap", "0"], "--cap < 1"),
+        (["--pace-ms", "0"], "--pace-ms not in (0, 1000]"),
+        (["--pace-ms", "1001"], "--pace-ms not in (0, 1000]"),
         (["--model-size", "100", "2"], "--model-size: hidden must be a multiple of 64"),
         (["--model-size", "128", "0"], "layers at least 1, not 128 and 0"),
         (["--engine", "sim", "--model-size", "512", "4"], "--model-size: only with --engine vllm"),
@@ -155,12 +157,12 @@ def test_a_run_against_the_simulator_reads_the_engine_in_every_window(tmp_path) 
     the burner and the load generator (open loop, and closed at the cap); every window gets
     the engine's own figures."""
     args = argparse.Namespace(
-        engine="sim", engine_cores="shared", engine_nice=0, order="dpgbcnfjehl", rate=12.0,
-        duration=2.0, warmup=1.0, burn=0.2, cap=4, seed=1, workdir=str(tmp_path),
+        engine="sim", engine_cores="shared", engine_nice=0, order="dpgbcnfjehls", rate=12.0,
+        duration=2.0, warmup=1.0, burn=0.2, cap=4, pace_ms=100.0, seed=1, workdir=str(tmp_path),
         client_off_engine_cores=False, client_on_engine_cores=False, fence_engine_helpers=False,
     )  # fmt: skip
     rows = engine_windows.run(args, log=lambda line: None)
-    assert [r["kind"] for r in rows] == list("dpgbcnfjehl")
+    assert [r["kind"] for r in rows] == list("dpgbcnfjehls")
     for row in rows:
         assert row["engine_tps"] and row["engine_tps"] > 0, row
         assert row["computed_tps"] > row["engine_tps"], row  # and the prompts' prefill
@@ -176,20 +178,23 @@ def test_a_run_against_the_simulator_reads_the_engine_in_every_window(tmp_path) 
     assert (tmp_path / "nginx-nginx" / "nginx.conf").is_file()  # and the nginx window nginx
     assert (tmp_path / "floating-tiers.json").is_file()  # (f) had a gateway of its own
     assert (tmp_path / "joined-tiers.json").is_file()  # and (j)
+    paced = json.loads((tmp_path / "paced-tiers.json").read_text())["scheduler"]["queues"]
+    assert {name: q.get("stream_pace_ms") for name, q in paced.items()} == {
+        "online": None, "batch": 100.0, "offline": 100.0}  # (s): the tiers but online paced
     assert {r["client_cpus"] for r in rows} == {None}  # the client was left where it was
     every = sorted(os.sched_getaffinity(0))  # the simulator binds no thread: nobody moved
-    fronts = [r["gateway_cpus"] for r in rows]  # the gateways' (g, f, j, h, l), None elsewhere
-    assert fronts == [None, None, every, None, None, None, every, every, None, every, every]
+    fronts = [r["gateway_cpus"] for r in rows]  # the gateways' (g, f, j, h, l, s), else None
+    assert fronts == [None, None, every, None, None, None, every, every, None, every, every, every]
     assert [r["helpers_fenced"] for r in rows][8:10] == [0, 0]  # (e), (h): nothing was bound
     idled = [r["threads_idled"] for r in rows]  # (l): every thread of (g)'s gateway, and back
-    assert idled[-1] and idled[-1] >= 2 and idled[:-1] == [None] * 10
+    assert idled[10] and idled[10] >= 2 and idled[:10] + idled[11:] == [None] * 11
     for row in rows:  # what the scheduler did with each process, by its label
         sched = row["sched"]
         for name in ("loadgen", "simulator"):
             assert sched[name]["run_s"] > 0.01 and sched[name]["voluntary"] > 1, (name, row)
             assert sched[name]["wait_s"] >= 0 and sched[name]["involuntary"] >= 0, (name, row)
-        assert ("front" in sched) == (row["kind"] in "pgnfjhl"), row  # the window's own front
-        if row["kind"] in "pgfjhl":  # which relayed every stream (nginx's listener is its master)
+        assert ("front" in sched) == (row["kind"] in "pgnfjhls"), row  # the window's own front
+        if row["kind"] in "pgfjhls":  # which relayed every stream (nginx's listener is its master)
             assert sched["front"]["run_s"] > 0.01 and sched["front"]["voluntary"] > 1, row
         assert ("burner" in sched) == (row["kind"] == "b"), row
 

@@ -45,6 +45,7 @@ def test_extensions_round_trip(seed: dict[str, Any]) -> None:
     seed["scheduler"]["queues"]["online"].update(
         {"max_queue_depth": 100, "queue_timeout_ms": 2500.5, "length_groups": [512, 2048]}
     )
+    seed["scheduler"]["queues"]["offline"]["stream_pace_ms"] = 250
     seed["scheduler"]["adaptive"]["tier"] = "batch"
     seed["scheduler"]["admission"] = {
         "max_in_flight": 64,
@@ -92,6 +93,9 @@ def test_bad_tiers_reports_every_rule_at_once() -> None:
         ("queue_timeout_ms", -5, "must be > 0"),
         ("length_groups", [2048, 512], "must be strictly increasing"),
         ("length_groups", [0], "must be > 0"),
+        ("stream_pace_ms", 0, "must be > 0"),
+        ("stream_pace_ms", 1000.5, "must be <= 1000"),
+        ("stream_pace_ms", "100", "must be a number"),
         ("colour", "red", "unknown field"),
     ],
 )

@@ -89,6 +89,17 @@ def with_queue(config: dict[str, Any], queue: str, **fields: Any) -> dict[str, A
     return out
 
 
+def with_pace(config: dict[str, Any], pace_ms: float) -> dict[str, Any]:
+    """A copy of `config` whose tiers but the most urgent get `stream_pace_ms` `pace_ms`: their
+    streams read from the engine once per `pace_ms` after the first token."""
+    queues = config["scheduler"]["queues"]
+    urgent = min(queues, key=lambda name: queues[name]["priority"])
+    for name in queues:
+        if name != urgent:
+            config = with_queue(config, name, stream_pace_ms=pace_ms)
+    return config
+
+
 def with_admission(config: dict[str, Any], **admission: Any) -> dict[str, Any]:
     """A copy of `config` with these `admission` settings (None removes a setting)."""
     out = copy.deepcopy(config)
