@@ -378,7 +378,8 @@ def main(argv: list[str] | None = None) -> int:
         if problem:
             parser().error(f"--model-size: {problem}")
     bad = sorted(set(args.order) - set(KINDS))
-    if bad or not args.order or not 0 < args.burn < 1 or args.cap < 1 or not 0 < args.pace_ms <= 1000:
+    odd = not 0 < args.burn < 1 or args.cap < 1 or not 0 < args.pace_ms <= 1000
+    if bad or not args.order or odd:
         what = (
             f"unknown window kinds {bad}"
             if bad

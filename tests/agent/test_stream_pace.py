@@ -27,9 +27,11 @@ def agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentProcess]:
            "--sim-eos-mean-tokens", "1000000")  # fmt: skip
     tmp = tmp_path_factory.mktemp("pace")
     config = make_config(batch=queue(2, stream_pace_ms=PACE_MS))
-    with run_sim_process(MODEL, sim) as url:
-        with start_agent(standalone_args(tmp, url, config), tmp / "log") as proc:
-            yield proc
+    with (
+        run_sim_process(MODEL, sim) as url,
+        start_agent(standalone_args(tmp, url, config), tmp / "log") as proc,
+    ):
+        yield proc
 
 
 def _stream(agent: AgentProcess, tier: str) -> tuple[list[bytes], float, float]:
