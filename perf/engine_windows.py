@@ -228,8 +228,10 @@ def run(args: argparse.Namespace, log: Any = print) -> list[dict[str, Any]]:
         if "p" in args.order:
             relay = stack.enter_context(run_relay(engine, workdir, "relay"))
         by_hand = tool_fences(args)
-        for name, config, kinds in (("gateway", SEED_TIER_CONFIG, "ghl"),
-                                     ("paced", with_pace(SEED_TIER_CONFIG, args.pace_ms), "s")):
+        for name, config, kinds in (
+            ("gateway", SEED_TIER_CONFIG, "ghl"),
+            ("paced", with_pace(SEED_TIER_CONFIG, args.pace_ms), "s"),
+        ):
             if not set(args.order) & set(kinds):
                 continue
             # With the tool fencing in the run, (g) is kept off by hand: its keeper would read

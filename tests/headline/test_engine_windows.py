@@ -180,7 +180,10 @@ def test_a_run_against_the_simulator_reads_the_engine_in_every_window(tmp_path) 
     assert (tmp_path / "joined-tiers.json").is_file()  # and (j)
     paced = json.loads((tmp_path / "paced-tiers.json").read_text())["scheduler"]["queues"]
     assert {name: q.get("stream_pace_ms") for name, q in paced.items()} == {
-        "online": None, "batch": 100.0, "offline": 100.0}  # (s): the tiers but online paced
+        "online": None,
+        "batch": 100.0,
+        "offline": 100.0,
+    }  # (s): the tiers but online paced
     assert {r["client_cpus"] for r in rows} == {None}  # the client was left where it was
     every = sorted(os.sched_getaffinity(0))  # the simulator binds no thread: nobody moved
     fronts = [r["gateway_cpus"] for r in rows]  # the gateways' (g, f, j, h, l, s), else None
