@@ -39,6 +39,24 @@ def test_a_paired_arm_is_arm_d_with_one_admission_field_off(
     assert paired.policy == d.policy == "priority"
 
 
+def test_arm_t_is_arm_d_with_the_lower_tiers_paced() -> None:
+    arms = {arm.key: arm for arm in standard_arms()}
+    d, t = arms["d"], arms["t"]
+    assert d.tier_config is not None and t.tier_config is not None
+    queues = parse_config(t.tier_config).scheduler.queues
+    assert {name: q.stream_pace_ms for name, q in queues.items()} == {
+        "online": None, "batch": 100, "offline": 100}  # fmt: skip
+    for name in queues:
+        without = {**t.tier_config["scheduler"]["queues"][name]}
+        without.pop("stream_pace_ms", None)
+        assert without == d.tier_config["scheduler"]["queues"][name]
+    assert {**t.tier_config["scheduler"], "queues": {}} == {
+        **d.tier_config["scheduler"],
+        "queues": {},
+    }
+    assert t.policy == d.policy == "priority" and not t.reserve_sequences
+
+
 def test_arm_i_is_arm_b_again() -> None:
     """The A/A arm runs exactly what (b) runs: straight to the engine, priority per tier."""
     arms = {arm.key: arm for arm in standard_arms()}

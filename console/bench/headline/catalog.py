@@ -11,6 +11,7 @@ from console.bench.headline.workload import (
     SEED_TIER_CONFIG,
     engine_sequences,
     with_admission,
+    with_pace,
     with_queue,
 )
 
@@ -157,6 +158,14 @@ def standard_arms() -> list[Arm]:
             "the engine), engine priority", "priority", SEED_TIER_CONFIG, reserve_sequences=6,
             reserve_follows_arrivals=True, reserve_caps_lower_tiers=True,
             urgent_waits_in_engine=True),
+        # (d) with the lower tiers' streams read once per 100 ms after their first token
+        # (`stream_pace_ms`): fewer reads, writes and wake-ups on the node for the half of the
+        # streamed tokens that are batch's and offline's. With vLLM's threads on every core
+        # the gateway cost the engine about 7% of its tokens, two thirds of it any relay's
+        # (docs/performance.md, "A reserve of one sequence (y) beside (d)").
+        Arm("t", "gateway-paced-priority",
+            "gateway (seed 000 tiers, batch and offline stream_pace_ms 100), engine priority",
+            "priority", with_pace(SEED_TIER_CONFIG, 100)),
         # A change to the gateway judged against another revision in the same paired rounds:
         # (d) with the gateway's packages as at --gateway-rev (procs.gateway_source).
         Arm("r", "gateway-rev-priority",
