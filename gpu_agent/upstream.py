@@ -13,7 +13,8 @@ gateway's 503 engine_down). Leaving `post`'s context early (cancelled, the clien
 error) closes the socket, so the engine aborts the request; a response read to its end leaves
 the connection in the pool. A kept-alive connection the engine closed before answering (its
 idle timeout racing our request) is retried once on a new one. Reads are paused while the
-handler is far behind, so TCP holds the engine back as it would for a direct client.
+handler is far behind, so TCP holds the engine back as it would for a direct client, and
+between the reads of a paced stream (`Connection.pace`).
 """
 
 from __future__ import annotations
@@ -181,9 +182,7 @@ class Connection(asyncio.Protocol):
         self._size = 0
         if self._pace and not self._complete and not self.closed:
             self._paused = False
-            if self._hold is None:  # what comes until the hold ends arrives in one read
-                self.transport.pause_reading()
-                self._hold = self.loop.call_later(self._pace, self._unhold)
+            self._start_hold()
         elif self._paused:
             self._paused = False
             if not self.closed:
@@ -191,11 +190,18 @@ class Connection(asyncio.Protocol):
         return data
 
     def pace(self, seconds: float) -> None:
-        """From the next piece on, read the engine at most once every `seconds`: after each
-        piece reads pause until then, so what the engine sent meanwhile comes as one piece.
+        """From now on read the engine at most once every `seconds`: reads pause until then,
+        and again after each piece, so what the engine sent meanwhile comes as one piece.
         Fewer wake-ups, reads and writes for a stream whose client wants throughput, not
         each token the moment it is made (a tier's `stream_pace_ms`, docs/admission.md)."""
         self._pace = seconds
+        if not self._complete and not self.closed:
+            self._start_hold()
+
+    def _start_hold(self) -> None:
+        if self._hold is None:  # what comes until the hold ends arrives in one read
+            self.transport.pause_reading()
+            self._hold = self.loop.call_later(self._pace, self._unhold)
 
     def _unhold(self) -> None:
         self._hold = None
