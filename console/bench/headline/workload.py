@@ -21,7 +21,7 @@ from typing import Any
 
 from loadgen import WorkloadSpec
 from loadgen.prompts import synthetic_prompt
-from scheduler import config_to_dict, default_config
+from scheduler import config_to_dict, default_config, parse_config
 from scheduler.config import DEFAULT_MAX_IN_FLIGHT
 
 MODEL = "headline-llama-8b"
@@ -92,11 +92,8 @@ def with_queue(config: dict[str, Any], queue: str, **fields: Any) -> dict[str, A
 def with_pace(config: dict[str, Any], pace_ms: float) -> dict[str, Any]:
     """A copy of `config` whose tiers but the most urgent get `stream_pace_ms` `pace_ms`: their
     streams read from the engine once per `pace_ms` after the first token."""
-    queues = config["scheduler"]["queues"]
-    urgent = min(queues, key=lambda name: queues[name]["priority"])
-    for name in queues:
-        if name != urgent:
-            config = with_queue(config, name, stream_pace_ms=pace_ms)
+    for name in parse_config(config).tiers_by_urgency()[1:]:  # the scheduler's own order
+        config = with_queue(config, name, stream_pace_ms=pace_ms)
     return config
 
 
