@@ -3,7 +3,8 @@
 `read_completion` parses the JSON once and takes what the hot path needs (model, stream, a
 token estimate); a body the engine must never see is a `BodyError` (400). `engine_body` is the
 body sent on: vLLM's `priority` is the gateway's alone to set, so a client's own is replaced by
-the tier's or removed, whatever the engine's policy.
+the tier's or removed, whatever the engine's policy; a tier's `stream_interval_tokens` is
+written as vLLM's `stream_interval` on its streams.
 
 JSON has no NaN or infinities, but Python's parser takes `NaN`, `Infinity` and `1e999`; they
 are refused here, naming the field, rather than passed to the engine.
@@ -140,20 +141,32 @@ def read_completion(body: bytes, chat: bool) -> Completion:
     )
 
 
-def engine_body(completion: Completion, body: bytes, priority: int | None) -> bytes:
+def engine_body(
+    completion: Completion, body: bytes, priority: int | None, stream_interval: int | None = None
+) -> bytes:
     """The body to send the engine: with the tier's `priority`, or with none at all (never the
-    client's). Unchanged bytes when there is nothing to write or remove."""
+    client's); and, for a stream whose tier sets one, with vLLM's `stream_interval` at least the
+    tier's (a client's larger one kept). Unchanged bytes when there is nothing to write or
+    remove."""
     payload = completion.payload
+    add: dict[str, int] = {}
     if priority is not None:
-        had = "priority" in payload
-        payload["priority"] = priority
-        start = body.find(b"{")
-        if not had and start >= 0:
-            # The client sent none: write the field in front of the others rather than
-            # serialise the whole body again (the object has at least `model`, so a comma).
-            return b'{"priority":%d,%s' % (priority, body[start + 1 :])
-    elif "priority" in payload:
-        del payload["priority"]
-    else:
+        add["priority"] = priority
+    if stream_interval is not None and completion.stream:
+        asked = payload.get("stream_interval")
+        if not (type(asked) is int and asked >= stream_interval):
+            add["stream_interval"] = stream_interval
+    remove = priority is None and "priority" in payload
+    if not add and not remove:
         return body
+    fresh = not remove and not any(name in payload for name in add)
+    payload.update(add)
+    if remove:
+        del payload["priority"]
+    start = body.find(b"{")
+    if fresh and start >= 0:
+        # Fields the client did not send: written in front of the others rather than the whole
+        # body serialised again (the object has at least `model`, so a comma).
+        head = b"".join(b'"%s":%d,' % (name.encode(), value) for name, value in add.items())
+        return b"{" + head + body[start + 1 :]
     return json.dumps(payload).encode()

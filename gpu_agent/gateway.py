@@ -167,7 +167,8 @@ class Gateway:
         stream = completion.stream
         sent_priority = agent.pass_priority
         # Only the gateway sets `priority`: the tier's, or none (a client's own is removed).
-        body = engine_body(completion, body, queue.priority if sent_priority else None)
+        priority = queue.priority if sent_priority else None
+        body = engine_body(completion, body, priority, queue.stream_interval_tokens)
         req_id = self._id_prefix + str(next(self._ids))
         upstream_id = request_id.decode("latin-1") if request_id else req_id
 

@@ -83,7 +83,7 @@ from console.bench.headline.workload import (
     arm_spec,
     engine_flags,
     records_needed,
-    with_pace,
+    with_lower_tiers,
     write_prompts,
 )
 from gpu_agent import cores
@@ -230,7 +230,7 @@ def run(args: argparse.Namespace, log: Any = print) -> list[dict[str, Any]]:
         by_hand = tool_fences(args)
         for name, config, kinds in (
             ("gateway", SEED_TIER_CONFIG, "ghl"),
-            ("paced", with_pace(SEED_TIER_CONFIG, args.pace_ms), "s"),
+            ("paced", with_lower_tiers(SEED_TIER_CONFIG, stream_pace_ms=args.pace_ms), "s"),
         ):
             if not set(args.order) & set(kinds):
                 continue

@@ -47,6 +47,7 @@ NonNegativeInt = Annotated[StrictInt, Field(ge=0)]
 # Millisecond values may be fractional; strict mode still refuses strings and booleans.
 PositiveMs = Annotated[StrictInt | StrictFloat, Field(gt=0, allow_inf_nan=False)]
 PaceMs = Annotated[StrictInt | StrictFloat, Field(gt=0, le=1000, allow_inf_nan=False)]
+StreamTokens = Annotated[StrictInt, Field(ge=1, le=1024)]
 
 
 class _Strict(BaseModel):
@@ -71,6 +72,11 @@ class QueueConfig(_Strict):
     # wake-ups on the node, for a tier that wants throughput (docs/admission.md). None: each
     # piece as it comes. At most a second: a client still sees the stream move.
     stream_pace_ms: PaceMs | None = None
+    # The engine itself sends this tier's streams in pieces of this many tokens, the first
+    # token and the end at once (vLLM's per-request `stream_interval`, which the gateway writes
+    # into the body): fewer pieces made, sent, read and relayed on the node (docs/admission.md).
+    # None: the engine's own interval (one token unless its launch sets one).
+    stream_interval_tokens: StreamTokens | None = None
 
 
 class AdaptiveConfig(_Strict):

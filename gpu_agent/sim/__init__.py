@@ -12,9 +12,11 @@ server (the Starlette app).
 vLLM's routes: POST /v1/chat/completions, POST /v1/completions (stream and not, with
 ``stream_options.include_usage``, ``max_tokens`` / ``max_completion_tokens``, ``ignore_eos``,
 ``temperature`` (accepted, output is deterministic) and vLLM's ``priority``, honoured under
-``--scheduling-policy priority`` and ignored under fcfs), GET /v1/models, /health, /metrics,
-and POST /reset_prefix_cache (vLLM offers it under ``VLLM_SERVER_DEV_MODE=1``; the simulator
-always does): cached blocks no request holds are forgotten, so the next run starts cold.
+``--scheduling-policy priority`` and ignored under fcfs; vLLM's per-request ``stream_interval``:
+a stream's first token and its end at once, the rest that many tokens a piece), GET /v1/models,
+/health, /metrics, and POST /reset_prefix_cache (vLLM offers it under
+``VLLM_SERVER_DEV_MODE=1``; the simulator always does): cached blocks no request holds are
+forgotten, so the next run starts cold.
 Thinking and tool calls (answers.py): ``--sim-reasoning-tokens N`` starts every chat answer with
 N reasoning tokens (``delta.reasoning_content``, or ``reasoning`` with ``--sim-reasoning-field``;
 a request's ``chat_template_kwargs.enable_thinking: false`` turns it off; usage reports

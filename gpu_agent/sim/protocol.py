@@ -47,6 +47,7 @@ class CompletionParams:
     priority: int
     temperature: float
     shape: AnswerShape = field(default_factory=AnswerShape)  # reasoning, tool calls (chat)
+    stream_interval: int = 1  # vLLM's: a stream's tokens sent this many at a time
 
 
 def _optional_int(body: dict[str, Any], name: str, minimum: int | None) -> int | None:
@@ -178,6 +179,7 @@ def parse_completion(body: Any, config: SimConfig, chat: bool) -> CompletionPara
         priority=_optional_int(body, "priority", None) or 0,
         temperature=float(temperature),
         shape=shape,
+        stream_interval=_optional_int(body, "stream_interval", 1) or 1,
     )
 
 

@@ -165,10 +165,18 @@ class EventStream:
             if self.params.chat:
                 await send({"type": "http.response.body", "body": writer.role(), "more_body": True})
             first = True
+            interval, held = self.params.stream_interval, []
             while True:
                 token_ids, reason = await tracked.queue.get()
                 if not token_ids and reason == "abort":
                     return
+                if interval > 1:
+                    # vLLM's stream interval: the first token and the end at once, the rest
+                    # when this many have been made since the last piece.
+                    held += token_ids
+                    if not first and reason is None and len(held) < interval:
+                        continue
+                    token_ids, held = held, []
                 chunk = writer.tokens(token_ids, reason)
                 if first:
                     tracked.first_token_sent_time = time.time()  # the write happens in send

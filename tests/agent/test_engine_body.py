@@ -27,3 +27,35 @@ def test_a_clients_own_priority_is_replaced_or_removed() -> None:
     assert json.loads(removed) == {"model": "m", "prompt": "x"}
     plain = json.dumps({"model": "m", "prompt": "x"}).encode()
     assert engine_body(read_completion(plain, chat=False), plain, None) is plain
+
+
+def test_a_tiers_stream_interval_is_written_on_its_streams_and_a_larger_asked_one_kept() -> None:
+    body = b'{"model": "m", "prompt": "x", "stream": true}'
+    sent = engine_body(read_completion(body, chat=False), body, 1, 16)
+    assert json.loads(sent) == {
+        "model": "m",
+        "prompt": "x",
+        "stream": True,
+        "priority": 1,
+        "stream_interval": 16,
+    }
+    assert sent.endswith(body[1:])  # written in front, the client's bytes kept
+    # Without priority (an fcfs engine) the interval is still written.
+    alone = engine_body(read_completion(body, chat=False), body, None, 4)
+    assert json.loads(alone)["stream_interval"] == 4 and "priority" not in json.loads(alone)
+    # A client asking for less gets the tier's; one asking for more keeps its own; a bad
+    # value (not an integer) is replaced rather than passed on for the engine to refuse.
+    for asked, kept in ((2, 16), (64, 64), ("8", 16), (True, 16)):
+        mine = json.dumps(
+            {"model": "m", "prompt": "x", "stream": True, "stream_interval": asked}
+        ).encode()
+        out = json.loads(engine_body(read_completion(mine, chat=False), mine, None, 16))
+        assert out["stream_interval"] == kept, asked
+    # Not a stream: nothing to pace, the body goes as it came.
+    whole = b'{"model": "m", "prompt": "x"}'
+    assert engine_body(read_completion(whole, chat=False), whole, None, 16) is whole
+    # Released later at another priority: one field each, the interval kept.
+    completion = read_completion(body, chat=False)
+    first = engine_body(completion, body, 2, 16)
+    again = json.loads(engine_body(completion, first, 0))
+    assert again["priority"] == 0 and again["stream_interval"] == 16

@@ -39,16 +39,21 @@ def test_a_paired_arm_is_arm_d_with_one_admission_field_off(
     assert paired.policy == d.policy == "priority"
 
 
-def test_arm_t_is_arm_d_with_the_lower_tiers_paced() -> None:
+@pytest.mark.parametrize(
+    ("key", "field", "value"), [("t", "stream_pace_ms", 100), ("z", "stream_interval_tokens", 16)]
+)
+def test_arms_t_and_z_are_arm_d_with_the_lower_tiers_streams_in_fewer_pieces(
+    key: str, field: str, value: int
+) -> None:
     arms = {arm.key: arm for arm in standard_arms()}
-    d, t = arms["d"], arms["t"]
+    d, t = arms["d"], arms[key]
     assert d.tier_config is not None and t.tier_config is not None
     queues = parse_config(t.tier_config).scheduler.queues
-    assert {name: q.stream_pace_ms for name, q in queues.items()} == {
-        "online": None, "batch": 100, "offline": 100}  # fmt: skip
+    assert {name: getattr(q, field) for name, q in queues.items()} == {
+        "online": None, "batch": value, "offline": value}  # fmt: skip
     for name in queues:
         without = {**t.tier_config["scheduler"]["queues"][name]}
-        without.pop("stream_pace_ms", None)
+        without.pop(field, None)
         assert without == d.tier_config["scheduler"]["queues"][name]
     assert {**t.tier_config["scheduler"], "queues": {}} == {
         **d.tier_config["scheduler"],
@@ -68,7 +73,7 @@ def test_arm_i_is_arm_b_again() -> None:
 def test_arm_letters_that_name_no_arm_are_refused() -> None:
     parser = build_parser()
     assert check(parser.parse_args(["--arms", "bi"])) is None
-    for arms in ("bz", "", "b-d"):
+    for arms in ("bj", "", "b-d"):
         problem = check(parser.parse_args(["--arms", arms]))
         assert problem is not None and "--arms" in problem and "abcdefghi" in problem
 

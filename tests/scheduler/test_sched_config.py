@@ -46,6 +46,7 @@ def test_extensions_round_trip(seed: dict[str, Any]) -> None:
         {"max_queue_depth": 100, "queue_timeout_ms": 2500.5, "length_groups": [512, 2048]}
     )
     seed["scheduler"]["queues"]["offline"]["stream_pace_ms"] = 250
+    seed["scheduler"]["queues"]["batch"]["stream_interval_tokens"] = 16
     seed["scheduler"]["adaptive"]["tier"] = "batch"
     seed["scheduler"]["admission"] = {
         "max_in_flight": 64,
@@ -96,6 +97,9 @@ def test_bad_tiers_reports_every_rule_at_once() -> None:
         ("stream_pace_ms", 0, "must be > 0"),
         ("stream_pace_ms", 1000.5, "must be <= 1000"),
         ("stream_pace_ms", "100", "must be a number"),
+        ("stream_interval_tokens", 0, "must be >= 1"),
+        ("stream_interval_tokens", 1025, "must be <= 1024"),
+        ("stream_interval_tokens", 2.5, "must be an integer"),
         ("colour", "red", "unknown field"),
     ],
 )

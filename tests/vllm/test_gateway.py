@@ -3,13 +3,21 @@ completions, streamed and not, and vLLM's own errors passed through in OpenAI's 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import httpx
 import openai
 import pytest
 
 from gpu_agent.testing import AgentProcess
-from tests.agent.agent_helpers import ALL_KEY, OFFLINE_KEY
-from tests.vllm.vllm_helpers import MODEL_NAME, NO_EOS, TIMEOUT, VllmServer
+from tests.agent.agent_helpers import ALL_KEY, OFFLINE_KEY, queue, tier_config
+from tests.vllm.vllm_helpers import (
+    MODEL_NAME,
+    NO_EOS,
+    TIMEOUT,
+    VllmServer,
+    standalone_gateway,
+)
 
 pytestmark = [pytest.mark.vllm, TIMEOUT]
 
@@ -99,3 +107,39 @@ def test_a_tier_the_key_does_not_allow_is_refused(gateway: AgentProcess) -> None
 def test_an_unknown_model_is_a_404(gateway: AgentProcess) -> None:
     with pytest.raises(openai.NotFoundError):
         client(gateway).completions.create(model="no-such-model", prompt="hi", max_tokens=2)
+
+
+INTERVAL = 8
+
+
+@pytest.fixture(scope="module")
+def interval_gateway(
+    vllm_priority: VllmServer, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[AgentProcess]:
+    """The gateway with offline's streams asked of vLLM in pieces of INTERVAL tokens."""
+    config = tier_config({"pass_priority": True},
+                         offline=queue(3, stream_interval_tokens=INTERVAL))  # fmt: skip
+    with standalone_gateway(tmp_path_factory.mktemp("interval"), vllm_priority.url, config) as a:
+        yield a
+
+
+def test_a_tiers_stream_interval_is_honoured_by_vllm(interval_gateway: AgentProcess) -> None:
+    """vLLM's own per-request `stream_interval`, written in by the gateway for offline: the
+    first token alone, then pieces of INTERVAL tokens, and the same answer as online's."""
+
+    def pieces(key: str) -> tuple[list[str], int]:
+        stream = client(interval_gateway, key).completions.create(
+            model=MODEL_NAME, prompt="The quick brown fox", max_tokens=33, temperature=0,
+            stream=True, stream_options={"include_usage": True}, extra_body=NO_EOS,
+        )  # fmt: skip
+        chunks = list(stream)
+        assert chunks[-1].usage is not None
+        return [c.choices[0].text for c in chunks if c.choices], chunks[-1].usage.completion_tokens
+
+    online, online_tokens = pieces(ALL_KEY)
+    offline, offline_tokens = pieces(OFFLINE_KEY)
+    assert online_tokens == offline_tokens == 33
+    assert "".join(offline) == "".join(online)  # greedy: the same text, all of it
+    assert len(online) >= 30  # about a piece a token where the tier sets none
+    # 1 + 32 / 8 = 5 pieces of text (vLLM may send the finish in one more, empty).
+    assert len([p for p in offline if p]) <= 1 + 32 // INTERVAL + 1, offline

@@ -11,7 +11,7 @@ from console.bench.headline.workload import (
     SEED_TIER_CONFIG,
     engine_sequences,
     with_admission,
-    with_pace,
+    with_lower_tiers,
     with_queue,
 )
 
@@ -165,7 +165,15 @@ def standard_arms() -> list[Arm]:
         # (docs/performance.md, "A reserve of one sequence (y) beside (d)").
         Arm("t", "gateway-paced-priority",
             "gateway (seed 000 tiers, batch and offline stream_pace_ms 100), engine priority",
-            "priority", with_pace(SEED_TIER_CONFIG, 100)),
+            "priority", with_lower_tiers(SEED_TIER_CONFIG, stream_pace_ms=100)),
+        # (t) with the engine itself sending batch's and offline's streams 16 tokens a piece
+        # (`stream_interval_tokens`, vLLM's per-request `stream_interval`, written in by the
+        # gateway): fewer pieces made by vLLM's API server as well as fewer relayed, and a
+        # stream's end sent at once where (t)'s waits up to a pace. (t) cut the gateway's CPU
+        # by about an eighth (docs/performance.md, "The idle class, a burner, ...").
+        Arm("z", "gateway-interval-priority",
+            "gateway (seed 000 tiers, batch and offline stream_interval_tokens 16), engine "
+            "priority", "priority", with_lower_tiers(SEED_TIER_CONFIG, stream_interval_tokens=16)),
         # A change to the gateway judged against another revision in the same paired rounds:
         # (d) with the gateway's packages as at --gateway-rev (procs.gateway_source).
         Arm("r", "gateway-rev-priority",

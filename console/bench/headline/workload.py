@@ -89,11 +89,11 @@ def with_queue(config: dict[str, Any], queue: str, **fields: Any) -> dict[str, A
     return out
 
 
-def with_pace(config: dict[str, Any], pace_ms: float) -> dict[str, Any]:
-    """A copy of `config` whose tiers but the most urgent get `stream_pace_ms` `pace_ms`: their
-    streams read from the engine once per `pace_ms` after the first token."""
+def with_lower_tiers(config: dict[str, Any], **fields: Any) -> dict[str, Any]:
+    """A copy of `config` with these fields set on every tier but the most urgent (a lower
+    tier's `stream_pace_ms` or `stream_interval_tokens`)."""
     for name in parse_config(config).tiers_by_urgency()[1:]:  # the scheduler's own order
-        config = with_queue(config, name, stream_pace_ms=pace_ms)
+        config = with_queue(config, name, **fields)
     return config
 
 
