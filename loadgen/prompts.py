@@ -159,4 +159,6 @@ class RequestFactory:
             body["temperature"] = spec.temperature
         if tier is not None and tier in spec.tier_priority:
             body["priority"] = spec.tier_priority[tier]
+        if spec.stream and tier is not None and tier in spec.tier_stream_interval:
+            body["stream_interval"] = spec.tier_stream_interval[tier]
         return PlannedRequest(index, tier, json.dumps(body).encode(), max_tokens)

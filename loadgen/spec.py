@@ -58,6 +58,9 @@ class WorkloadSpec:
     # vLLM's `priority` body field per tier (lower runs first under --scheduling-policy
     # priority), for benchmarking an engine's own priority queue without a gateway.
     tier_priority: dict[str, int] = field(default_factory=dict)
+    # vLLM's `stream_interval` per tier (its streams sent that many tokens a piece), for
+    # benchmarking the engine's own interval without a gateway.
+    tier_stream_interval: dict[str, int] = field(default_factory=dict)
     timeout_s: float = 600.0
     slo_ttft_ms: float | None = None
     slo_tpot_ms: float | None = None
@@ -118,6 +121,9 @@ class WorkloadSpec:
         for tier, priority in self.tier_priority.items():
             if not tier or isinstance(priority, bool) or not isinstance(priority, int):
                 raise SpecError(f"tier_priority.{tier}: must be an integer")
+        for tier, tokens in self.tier_stream_interval.items():
+            if not tier or isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 1:
+                raise SpecError(f"tier_stream_interval.{tier}: must be an integer >= 1")
 
     @property
     def total_stage_s(self) -> float:

@@ -30,6 +30,9 @@ through the window's path:
        (`--fence-engine-helpers`) does
     s  through a gateway as (g) with `stream_pace_ms` `--pace-ms` on the tiers but online: their
        streams read from the engine once per pace after the first token, in fewer pieces
+    v  through a gateway as (g) with `stream_interval_tokens` `--interval-tokens` on the tiers
+       but online: vLLM itself sends their streams that many tokens a piece
+    o  straight to the engine as (d), the client asking vLLM for (v)'s pieces itself
     l  through (g)'s gateway, its threads in the idle scheduling class for the window
        (SCHED_IDLE, given back after): it runs only where the engine's threads leave a core
        free and its wake-ups preempt none of them
@@ -62,9 +65,7 @@ import argparse
 import asyncio
 import contextlib
 import json
-import math
 import os
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -82,6 +83,7 @@ from console.bench.headline.workload import (
     TIER_PRIORITY,
     arm_spec,
     engine_flags,
+    lower_tier_fields,
     records_needed,
     with_lower_tiers,
     write_prompts,
@@ -90,73 +92,12 @@ from gpu_agent import cores
 from perf import engine_fences as fences
 from perf.burner import burner
 from perf.cpu_by_process import cpu_seconds, sched_by_label, sched_rates
-from perf.headline.rounds import ratio_interval
+from perf.window_stats import RATES, direct_a_a, pooled, summary
 from tools.tiny_model import size_problem
 from tools.vllm_env import LAYOUTS, use_layout
 
-KINDS = "dpgbncfjehls"
-GATEWAYS = "gfjhls"  # the kinds whose front is one of our gateways
-
-
-def paired(
-    rows: list[dict[str, Any]], a_a: bool = False, key: str = "engine_tps", reference: str = "d"
-) -> list[dict[str, Any]]:
-    """Each window that is not of the `reference` kind (d) with its ratio to the mean `key`
-    (engine rate) of the nearest reference window before it and after it (one of them at the
-    ends; pure). `a_a`: each reference window instead, against the nearest other ones: the
-    same path judged against itself, which should come out as no change."""
-    direct = [(i, r.get(key)) for i, r in enumerate(rows) if r["kind"] == reference]
-    out = []
-    for i, row in enumerate(rows):
-        if (row["kind"] == reference) != a_a or not row.get(key):
-            continue
-        before = [v for j, v in direct if j < i and v][-1:]
-        after = [v for j, v in direct if j > i and v][:1]
-        near = before + after
-        if near:
-            out.append({**row, "ratio": row[key] / statistics.fmean(near)})
-    return out
-
-
-RATES = {"engine_tps": "", "computed_tps": "computed_", "steps_ps": "steps_"}  # key: prefix
-
-
-def summary(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Per kind: windows, mean engine tokens/s, and (not d) the geometric mean of the paired
-    ratios with their range; the same for the computed tokens and the steps (pure)."""
-    judged = {key: paired(rows, key=key) for key in RATES}
-    out: dict[str, dict[str, Any]] = {}
-    for kind in dict.fromkeys(r["kind"] for r in rows):
-        rates = [r["engine_tps"] for r in rows if r["kind"] == kind and r["engine_tps"]]
-        mean = statistics.fmean(rates) if rates else None
-        out[kind] = {"windows": len(rates), "engine_tps_mean": mean}
-        for key, prefix in RATES.items():
-            mine = [row["ratio"] for row in judged[key] if row["kind"] == kind]
-            out[kind].update({prefix + name: v for name, v in _spread(mine).items()})
-    return out
-
-
-def direct_a_a(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """The A/A reading: the (d) windows judged as the others are (paired with a_a; pure)."""
-    mine = [row["ratio"] for row in paired(rows, a_a=True)]
-    return {"windows": len(mine), **_spread(mine)}
-
-
-def pooled(
-    runs: list[list[dict[str, Any]]], kind: str, key: str = "engine_tps", reference: str = "d"
-) -> dict[str, Any]:
-    """One kind's windows over several runs, each judged within its own run against the
-    `reference` kind (kind == reference: the A/A case), as one geometric mean with a t interval
-    on the logarithms (the headline's paired rounds' ratio_interval; pure)."""
-    ratios = [
-        row["ratio"]
-        for rows in runs
-        for row in paired(rows, a_a=kind == reference, key=key, reference=reference)
-        if row["kind"] == kind
-    ]
-    centre, interval = ratio_interval(ratios)
-    return {"kind": kind, "key": key, "windows": len(ratios), "ratio": centre,
-            "interval": list(interval) if interval else None}  # fmt: skip
+KINDS = "dpgbncfjehlsvo"
+GATEWAYS = "gfjhlsv"  # the kinds whose front is one of our gateways
 
 
 def _pool_main(argv: list[str]) -> int:
@@ -173,14 +114,6 @@ def _pool_main(argv: list[str]) -> int:
         p.error(f"not a perf.engine_windows record: {exc}")
     print(json.dumps(pooled(runs, args.kind, args.key, args.reference)))
     return 0
-
-
-def _spread(ratios: list[float]) -> dict[str, Any]:
-    """The geometric mean of ratios and their range (None for none)."""
-    if not ratios:
-        return {"ratio_to_direct": None, "ratio_range": None}
-    mean = math.exp(statistics.fmean(map(math.log, ratios)))
-    return {"ratio_to_direct": mean, "ratio_range": [min(ratios), max(ratios)]}
 
 
 def _drain(engine_url: str, timeout_s: float = 120.0) -> None:
@@ -217,7 +150,8 @@ def run(args: argparse.Namespace, log: Any = print) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     with contextlib.ExitStack() as stack:
         engine = stack.enter_context(run_engine(MODEL, flags, workdir, "engine", vllm))
-        relay = gateway = paced = nginx = floating = joined = None
+        relay = nginx = floating = joined = None
+        ours: dict[str, str | None] = {"gateway": None, "paced": None, "interval": None}
         own, bound = os.sched_getaffinity(0), fences.engine_bound(engine)  # before any fencing
         fenced = args.fence_engine_helpers
         if fenced:
@@ -231,7 +165,9 @@ def run(args: argparse.Namespace, log: Any = print) -> list[dict[str, Any]]:
         for name, config, kinds in (
             ("gateway", SEED_TIER_CONFIG, "ghl"),
             ("paced", with_lower_tiers(SEED_TIER_CONFIG, stream_pace_ms=args.pace_ms), "s"),
-        ):
+            ("interval", with_lower_tiers(SEED_TIER_CONFIG,
+                                          stream_interval_tokens=args.interval_tokens), "v"),
+        ):  # fmt: skip
             if not set(args.order) & set(kinds):
                 continue
             # With the tool fencing in the run, (g) is kept off by hand: its keeper would read
@@ -243,7 +179,7 @@ def run(args: argparse.Namespace, log: Any = print) -> list[dict[str, Any]]:
             ))  # fmt: skip
             if by_hand:
                 cores.pin_process(fences.listener(url), cores.keep_off(own, bound))
-            gateway, paced = (url, paced) if name == "gateway" else (gateway, url)
+            ours[name] = url
         if "f" in args.order:
             floating = stack.enter_context(run_gateway(
                 engine, SEED_TIER_CONFIG, workdir, "floating", flags=["--no-keep-off-engine-cores"]
@@ -257,9 +193,10 @@ def run(args: argparse.Namespace, log: Any = print) -> list[dict[str, Any]]:
         client_cpus = None
         if args.client_off_engine_cores or args.client_on_engine_cores:
             client_cpus = fences.fence_client(own, bound, join=args.client_on_engine_cores)
-        targets = {"d": engine, "b": engine, "c": engine, "e": engine, "p": relay, "g": gateway,
-                   "h": gateway, "l": gateway, "s": paced, "n": nginx, "f": floating,
-                   "j": joined}  # fmt: skip
+        gateway = ours["gateway"]
+        targets = {**dict.fromkeys("dbceo", engine), "p": relay, "g": gateway, "h": gateway,
+                   "l": gateway, "s": ours["paced"], "v": ours["interval"], "n": nginx,
+                   "f": floating, "j": joined}  # fmt: skip
         for i, kind in enumerate(args.order):
             target = targets[kind]
             assert target is not None  # each kind in the order has its process, started above
@@ -274,6 +211,9 @@ def run(args: argparse.Namespace, log: Any = print) -> list[dict[str, Any]]:
                 seed=args.seed + i,
                 api_key=GATEWAY_KEY if kind in GATEWAYS else None,
                 tier_priority=None if kind in GATEWAYS else TIER_PRIORITY,
+                tier_stream_interval=lower_tier_fields(args.interval_tokens)
+                if kind == "o"
+                else None,
             )
             helpers = fences.fence_engine_helpers(engine, own, bound) if kind in "eh" else {}
             idled = cores.set_policy(fences.listener(target), os.SCHED_IDLE) if kind == "l" else {}
@@ -362,6 +302,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--burn", type=float, default=0.06, help="(b): the burner's share of a core")
     p.add_argument("--cap", type=int, default=26, help="(c): requests in flight")
     p.add_argument("--pace-ms", type=float, default=100.0, help="(s): the lower tiers' pace")
+    p.add_argument("--interval-tokens", type=int, default=16,
+                   help="(v), (o): the lower tiers' stream interval, tokens")  # fmt: skip
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--workdir", default="engine-windows")
     p.add_argument("--json", help="write the windows and the summary here")
@@ -381,11 +323,13 @@ def main(argv: list[str] | None = None) -> int:
             parser().error(f"--model-size: {problem}")
     bad = sorted(set(args.order) - set(KINDS))
     odd = not 0 < args.burn < 1 or args.cap < 1 or not 0 < args.pace_ms <= 1000
+    odd = odd or not 1 <= args.interval_tokens <= 1024
     if bad or not args.order or odd:
         what = (
             f"unknown window kinds {bad}"
             if bad
-            else "--order empty, --burn not in (0, 1), --cap < 1 or --pace-ms not in (0, 1000]"
+            else "--order empty, --burn not in (0, 1), --cap < 1, --pace-ms not in (0, 1000] "
+            "or --interval-tokens not in [1, 1024]"
         )
         parser().error(f"{what}; kinds: {KINDS}")
     if tool_fences(args) and args.engine == "vllm" and args.engine_cores == "shared":

@@ -19,7 +19,7 @@ from console.bench.headline.telemetry import counter_rate
 from gpu_agent.cores import pin_process, pin_this_process
 from gpu_agent.sim.testing import free_port
 from perf import engine_fences as fences
-from perf import engine_windows
+from perf import engine_windows, window_stats
 from tests.waiting import wait_answering
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,13 +47,13 @@ def _row(kind: str, tps: float | None) -> dict[str, object]:
 
 def test_each_window_is_judged_against_the_direct_windows_nearest_it() -> None:
     rows = [_row("d", 2000), _row("p", 1800), _row("b", 1500), _row("d", 1000), _row("p", 900)]
-    judged = engine_windows.paired(rows)
+    judged = window_stats.paired(rows)
     assert [(r["kind"], round(r["ratio"], 3)) for r in judged] == [
         ("p", round(1800 / 1500, 3)),  # the mean of the (d) before and after
         ("b", 1.0),
         ("p", 0.9),  # after the last (d): that one alone
     ]
-    out = engine_windows.summary(rows)
+    out = window_stats.summary(rows)
     assert out["d"] == {"windows": 2, "engine_tps_mean": 1500, "ratio_to_direct": None,
                         "ratio_range": None, "computed_ratio_to_direct": None,
                         "computed_ratio_range": None, "steps_ratio_to_direct": None,
@@ -68,14 +68,14 @@ def test_windows_can_be_judged_against_another_reference_kind() -> None:
     the A/A case; a pool over runs does the same."""
     rows = [_row("d", 2000), _row("e", 1000), _row("h", 990), _row("d", 2000), _row("e", 1200),
             _row("h", 1000)]  # fmt: skip
-    judged = engine_windows.paired(rows, reference="e")
+    judged = window_stats.paired(rows, reference="e")
     assert [(r["kind"], round(r["ratio"], 3)) for r in judged] == [
         ("d", 2.0), ("h", 0.9), ("d", round(2000 / 1100, 3)), ("h", round(1000 / 1200, 3))
     ]  # fmt: skip
-    assert [round(r["ratio"], 3) for r in engine_windows.paired(rows, True, reference="e")] == [
+    assert [round(r["ratio"], 3) for r in window_stats.paired(rows, True, reference="e")] == [
         round(1000 / 1200, 3), 1.2
     ]  # fmt: skip
-    pool = engine_windows.pooled([rows, rows], "h", reference="e")
+    pool = window_stats.pooled([rows, rows], "h", reference="e")
     assert pool["windows"] == 4
     assert pool["ratio"] == pytest.approx(math.sqrt(0.9 * 1000 / 1200))
 
@@ -86,34 +86,34 @@ def test_the_computed_tokens_and_the_steps_are_judged_as_the_generated_tokens_ar
         {"kind": "c", "engine_tps": 1100, "computed_tps": 3000, "steps_ps": 60},
         {"kind": "d", "engine_tps": 1000, "computed_tps": 2000, "steps_ps": None},
     ]
-    out = engine_windows.summary(rows)["c"]
+    out = window_stats.summary(rows)["c"]
     assert out["ratio_to_direct"] == pytest.approx(1.1)
     assert out["computed_ratio_to_direct"] == pytest.approx(1.0)  # 3000 / mean(4000, 2000)
     assert out["steps_ratio_to_direct"] == pytest.approx(1.2)  # the (d) without one left out
-    assert [r["ratio"] for r in engine_windows.paired(rows, key="steps_ps")] == [1.2]
+    assert [r["ratio"] for r in window_stats.paired(rows, key="steps_ps")] == [1.2]
 
 
 def test_the_direct_windows_judged_against_each_other_are_the_a_a_case() -> None:
     rows = [_row("d", 2000), _row("p", 1800), _row("d", 1000), _row("d", 1000), _row("b", 1)]
-    judged = engine_windows.paired(rows, a_a=True)
+    judged = window_stats.paired(rows, a_a=True)
     assert [(r["kind"], round(r["ratio"], 3)) for r in judged] == [
         ("d", 2.0),  # the first: the next (d) alone
         ("d", round(1000 / 1500, 3)),  # the one before and the one after
         ("d", 1.0),  # the last: the one before alone
     ]
-    out = engine_windows.direct_a_a(rows)
+    out = window_stats.direct_a_a(rows)
     assert out["windows"] == 3
     assert out["ratio_to_direct"] == pytest.approx((2.0 * (2 / 3) * 1.0) ** (1 / 3))
     assert out["ratio_range"] == [pytest.approx(2 / 3), pytest.approx(2.0)]
     steady = [_row("d", 1500), _row("p", 1400), _row("d", 1500), _row("d", 1500)]
-    assert engine_windows.direct_a_a(steady)["ratio_to_direct"] == pytest.approx(1.0)
-    assert engine_windows.direct_a_a([_row("d", 1500), _row("p", 1)])["windows"] == 0
+    assert window_stats.direct_a_a(steady)["ratio_to_direct"] == pytest.approx(1.0)
+    assert window_stats.direct_a_a([_row("d", 1500), _row("p", 1)])["windows"] == 0
 
 
 def test_windows_without_a_figure_or_without_a_direct_window_are_not_judged() -> None:
-    assert engine_windows.paired([_row("p", 1000), _row("b", 900)]) == []
-    assert engine_windows.paired([_row("d", 1000), _row("p", None)]) == []
-    assert engine_windows.summary([_row("p", None)])["p"]["engine_tps_mean"] is None
+    assert window_stats.paired([_row("p", 1000), _row("b", 900)]) == []
+    assert window_stats.paired([_row("d", 1000), _row("p", None)]) == []
+    assert window_stats.summary([_row("p", None)])["p"]["engine_tps_mean"] is None
 
 
 @pytest.mark.parametrize(
@@ -125,6 +125,7 @@ def test_windows_without_a_figure_or_without_a_direct_window_are_not_judged() ->
         (["--cap", "0"], "--cap < 1"),
         (["--pace-ms", "0"], "--pace-ms not in (0, 1000]"),
         (["--pace-ms", "1001"], "--pace-ms not in (0, 1000]"),
+        (["--interval-tokens", "0"], "--interval-tokens not in [1, 1024]"),
         (["--model-size", "100", "2"], "--model-size: hidden must be a multiple of 64"),
         (["--model-size", "128", "0"], "layers at least 1, not 128 and 0"),
         (["--engine", "sim", "--model-size", "512", "4"], "--model-size: only with --engine vllm"),
@@ -157,12 +158,13 @@ def test_a_run_against_the_simulator_reads_the_engine_in_every_window(tmp_path) 
     the burner and the load generator (open loop, and closed at the cap); every window gets
     the engine's own figures."""
     args = argparse.Namespace(
-        engine="sim", engine_cores="shared", engine_nice=0, order="dpgbcnfjehls", rate=12.0,
-        duration=2.0, warmup=1.0, burn=0.2, cap=4, pace_ms=100.0, seed=1, workdir=str(tmp_path),
+        engine="sim", engine_cores="shared", engine_nice=0, order="dpgbcnfjehlsv", rate=12.0,
+        duration=2.0, warmup=1.0, burn=0.2, cap=4, pace_ms=100.0, interval_tokens=16, seed=1,
+        workdir=str(tmp_path),
         client_off_engine_cores=False, client_on_engine_cores=False, fence_engine_helpers=False,
     )  # fmt: skip
     rows = engine_windows.run(args, log=lambda line: None)
-    assert [r["kind"] for r in rows] == list("dpgbcnfjehls")
+    assert [r["kind"] for r in rows] == list("dpgbcnfjehlsv")
     for row in rows:
         assert row["engine_tps"] and row["engine_tps"] > 0, row
         assert row["computed_tps"] > row["engine_tps"], row  # and the prompts' prefill
@@ -184,20 +186,27 @@ def test_a_run_against_the_simulator_reads_the_engine_in_every_window(tmp_path) 
         "batch": 100.0,
         "offline": 100.0,
     }  # (s): the tiers but online paced
+    interval = json.loads((tmp_path / "interval-tiers.json").read_text())["scheduler"]["queues"]
+    assert {name: q.get("stream_interval_tokens") for name, q in interval.items()} == {
+        "online": None,
+        "batch": 16,
+        "offline": 16,
+    }  # (v): the engine sends the tiers but online 16 tokens a piece
     assert {r["client_cpus"] for r in rows} == {None}  # the client was left where it was
     every = sorted(os.sched_getaffinity(0))  # the simulator binds no thread: nobody moved
-    fronts = [r["gateway_cpus"] for r in rows]  # the gateways' (g, f, j, h, l, s), else None
-    assert fronts == [None, None, every, None, None, None, every, every, None, every, every, every]
+    fronts = [r["gateway_cpus"] for r in rows]  # the gateways' (g, f, j, h, l, s, v), else None
+    assert fronts == [None, None, every, None, None, None, every, every, None, every, every, every,
+                      every]  # fmt: skip
     assert [r["helpers_fenced"] for r in rows][8:10] == [0, 0]  # (e), (h): nothing was bound
     idled = [r["threads_idled"] for r in rows]  # (l): every thread of (g)'s gateway, and back
-    assert idled[10] and idled[10] >= 2 and idled[:10] + idled[11:] == [None] * 11
+    assert idled[10] and idled[10] >= 2 and idled[:10] + idled[11:] == [None] * 12
     for row in rows:  # what the scheduler did with each process, by its label
         sched = row["sched"]
         for name in ("loadgen", "simulator"):
             assert sched[name]["run_s"] > 0.01 and sched[name]["voluntary"] > 1, (name, row)
             assert sched[name]["wait_s"] >= 0 and sched[name]["involuntary"] >= 0, (name, row)
-        assert ("front" in sched) == (row["kind"] in "pgnfjhls"), row  # the window's own front
-        if row["kind"] in "pgfjhls":  # which relayed every stream (nginx's listener is its master)
+        assert ("front" in sched) == (row["kind"] in "pgnfjhlsv"), row  # the window's own front
+        if row["kind"] in "pgfjhlsv":  # which relayed every stream (nginx's listener is its master)
             assert sched["front"]["run_s"] > 0.01 and sched["front"]["voluntary"] > 1, row
         assert ("burner" in sched) == (row["kind"] == "b"), row
 
@@ -263,14 +272,14 @@ def test_pooled_windows_are_judged_within_their_own_runs() -> None:
         [_row("d", 1000), _row("n", 900), _row("d", 1000)],
         [_row("d", 2000), _row("n", 1600), _row("d", 2000)],  # a faster run, a larger loss
     ]
-    out = engine_windows.pooled(runs, "n")
+    out = window_stats.pooled(runs, "n")
     assert out["windows"] == 2
     assert out["ratio"] == pytest.approx(math.sqrt(0.9 * 0.8))
     low, high = out["interval"]
     assert low < out["ratio"] < high
-    a_a = engine_windows.pooled(runs, "d")  # every direct window against its neighbours
+    a_a = window_stats.pooled(runs, "d")  # every direct window against its neighbours
     assert a_a["windows"] == 4 and a_a["ratio"] == pytest.approx(1.0)
-    assert engine_windows.pooled(runs, "g") == {
+    assert window_stats.pooled(runs, "g") == {
         "kind": "g", "key": "engine_tps", "windows": 0, "ratio": None, "interval": None,
     }  # fmt: skip
 
@@ -305,7 +314,7 @@ def test_every_documented_window_pool_prints_what_the_docs_say() -> None:
         reference = argv[argv.index("--reference") + 1] if "--reference" in argv else "d"
         files = [a for a in argv if a.endswith(".json")]
         runs = [json.loads((ROOT / f).read_text())["windows"] for f in files]
-        out = engine_windows.pooled(runs, kind, key, reference)
+        out = window_stats.pooled(runs, kind, key, reference)
         assert f"{out['ratio']:.3f}" == ratio, command
         assert [f"{v:.3f}" for v in out["interval"]] == [low, high], command
         assert out["windows"] == int(windows), command

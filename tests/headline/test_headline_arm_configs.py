@@ -8,7 +8,7 @@ import pytest
 
 from console.bench.headline.catalog import standard_arms
 from console.bench.headline.options import check
-from console.bench.headline.workload import engine_flags, engine_sequences
+from console.bench.headline.workload import engine_flags, engine_sequences, lower_tier_fields
 from gpu_agent import config as agent_config
 from perf.headline.__main__ import build_parser
 from scheduler import parse_config
@@ -60,6 +60,21 @@ def test_arms_t_and_z_are_arm_d_with_the_lower_tiers_streams_in_fewer_pieces(
         "queues": {},
     }
     assert t.policy == d.policy == "priority" and not t.reserve_sequences
+
+
+def test_arm_o_is_arm_b_with_the_clients_asking_for_arm_zs_pieces() -> None:
+    """(o) runs what (b) runs, its batch and offline streams asked for (z)'s 16 tokens a piece
+    by the client itself: the interval without a gateway."""
+    arms = {arm.key: arm for arm in standard_arms()}
+    b, o, z = arms["b"], arms["o"], arms["z"]
+    assert (o.policy, o.tier_config, o.send_priority) == (b.policy, None, True)
+    assert z.tier_config is not None
+    queues = parse_config(z.tier_config).scheduler.queues
+    asked = {
+        name: q.stream_interval_tokens for name, q in queues.items() if q.stream_interval_tokens
+    }
+    assert lower_tier_fields(o.send_interval) == asked == {"batch": 16, "offline": 16}
+    assert not b.send_interval
 
 
 def test_arm_i_is_arm_b_again() -> None:

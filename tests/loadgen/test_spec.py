@@ -248,3 +248,18 @@ def test_tier_priority_sets_vllms_priority_field_for_that_tier() -> None:
     assert {p.tier for p in planned} == {"online", "batch"}
     with pytest.raises(SpecError, match=r"^tier_priority\.batch"):
         base(tier_priority={"batch": "high"})
+
+
+def test_tier_stream_interval_sets_vllms_stream_interval_on_that_tiers_streams() -> None:
+    spec = base(tier_mix={"online": 1.0, "batch": 1.0}, tier_stream_interval={"batch": 16})
+    factory = RequestFactory(spec)
+    planned = [factory.make(i) for i in range(20)]
+    for p in planned:
+        body = json.loads(p.body)
+        assert body.get("stream_interval") == (16 if p.tier == "batch" else None)
+    assert {p.tier for p in planned} == {"online", "batch"}
+    whole = base(tier_mix={"batch": 1.0}, tier_stream_interval={"batch": 16}, stream=False)
+    assert "stream_interval" not in json.loads(RequestFactory(whole).make(0).body)
+    for bad in (0, -3, "sixteen", 2.5):
+        with pytest.raises(SpecError, match=r"^tier_stream_interval\.batch: "):
+            base(tier_stream_interval={"batch": bad})

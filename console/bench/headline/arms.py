@@ -29,6 +29,7 @@ from console.bench.headline.workload import (
     TIERS,
     arm_spec,
     engine_flags,
+    lower_tier_fields,
 )
 from loadgen import RequestSample, RunResult, run_workload
 
@@ -143,6 +144,7 @@ class ArmOutcome:
             "engine_policy": self.arm.policy,
             "via_gateway": self.arm.via_gateway,
             "client_sends_priority": self.arm.send_priority,
+            "client_stream_interval": self.arm.send_interval or None,
             "via_relay": self.arm.relay,
             "gateway_at_rev": self.arm.at_rev,
             "tier_config": self.arm.gateway_config(self.engine_flags),
@@ -217,6 +219,9 @@ def run_arm(
                 seed=setup.seed,
                 api_key=GATEWAY_KEY if arm.via_gateway else None,
                 tier_priority=TIER_PRIORITY if arm.send_priority else None,
+                tier_stream_interval=lower_tier_fields(arm.send_interval)
+                if arm.send_interval
+                else None,
             )
             gpu0 = telemetry.sim_gpu(engine_url) if simulated else {}
             counters0 = telemetry.engine_counters(engine_url)

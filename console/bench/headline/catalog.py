@@ -24,6 +24,9 @@ class Arm:
     policy: str  # the engine's --scheduling-policy
     tier_config: dict[str, Any] | None = None  # None: straight to the engine
     send_priority: bool = False  # the client sets vLLM's `priority` per tier itself
+    # >0: the client asks vLLM itself for the tiers but online's streams this many tokens a
+    # piece (the body's `stream_interval`), as a gateway arm's `stream_interval_tokens` does.
+    send_interval: int = 0
     relay: bool = False  # through the bare relay (gpu_agent.relay_floor), no gateway
     at_rev: bool = False  # the gateway as at Options.gateway_rev (Setup.gateway_source)
     # >0: the gateway's max_in_flight is the engine's --max-num-seqs (as the agent sets it from
@@ -174,6 +177,12 @@ def standard_arms() -> list[Arm]:
         Arm("z", "gateway-interval-priority",
             "gateway (seed 000 tiers, batch and offline stream_interval_tokens 16), engine "
             "priority", "priority", with_lower_tiers(SEED_TIER_CONFIG, stream_interval_tokens=16)),
+        # (b) with the client asking vLLM for (z)'s pieces itself: what the interval alone does
+        # to the engine, without a gateway, so that (z)'s distance from (b) splits into the
+        # interval's and the hop's.
+        Arm("o", "direct-interval-priority",
+            "engine direct, priority per tier, batch and offline streams asked for 16 tokens a "
+            "piece by the client", "priority", send_priority=True, send_interval=16),
         # A change to the gateway judged against another revision in the same paired rounds:
         # (d) with the gateway's packages as at --gateway-rev (procs.gateway_source).
         Arm("r", "gateway-rev-priority",

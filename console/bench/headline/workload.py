@@ -65,6 +65,11 @@ SEED_TIER_CONFIG: dict[str, Any] = config_to_dict(default_config())
 TIER_PRIORITY = {t: SEED_TIER_CONFIG["scheduler"]["queues"][t]["priority"] for t in TIERS}
 
 
+def lower_tier_fields(value: int) -> dict[str, int]:
+    """`value` for each of the seed's tiers but the most urgent, as a client sends per tier."""
+    return dict.fromkeys(parse_config(SEED_TIER_CONFIG).tiers_by_urgency()[1:], value)
+
+
 def engine_sequences(flags: list[str]) -> int:
     """The gateway's default `max_in_flight` for an engine started with `flags`, by the agent's
     rule (DESIGN.md 3.1): its `--max-num-seqs`, else DEFAULT_MAX_IN_FLIGHT."""
@@ -159,6 +164,7 @@ def arm_spec(
     api_key: str | None = None,
     tier_priority: dict[str, int] | None = None,
     concurrency: int | None = None,
+    tier_stream_interval: dict[str, int] | None = None,
 ) -> WorkloadSpec:
     return WorkloadSpec(
         base_url=base_url + "/v1",
@@ -172,5 +178,6 @@ def arm_spec(
         prompts_file=str(prompts_file),
         seed=seed,
         tier_priority=dict(tier_priority or {}),
+        tier_stream_interval=dict(tier_stream_interval or {}),
         timeout_s=300.0,
     )
