@@ -173,7 +173,8 @@ def standard_arms() -> list[Arm]:
         # (`stream_interval_tokens`, vLLM's per-request `stream_interval`, written in by the
         # gateway): fewer pieces made by vLLM's API server as well as fewer relayed, and a
         # stream's end sent at once where (t)'s waits up to a pace. (t) cut the gateway's CPU
-        # by about an eighth (docs/performance.md, "The idle class, a burner, ...").
+        # by about an eighth (docs/performance.md, "The idle class, a burner, ..."). Measured:
+        # docs/performance.md, "Pieces made by the engine".
         Arm("z", "gateway-interval-priority",
             "gateway (seed 000 tiers, batch and offline stream_interval_tokens 16), engine "
             "priority", "priority", with_lower_tiers(SEED_TIER_CONFIG, stream_interval_tokens=16)),
