@@ -98,6 +98,7 @@ from tools.vllm_env import LAYOUTS, use_layout
 
 KINDS = "dpgbncfjehlsvo"
 GATEWAYS = "gfjhlsv"  # the kinds whose front is one of our gateways
+DIRECT = "dbceo"  # the kinds that go straight to the engine: no front of their own
 
 
 def _pool_main(argv: list[str]) -> int:
@@ -194,7 +195,7 @@ def run(args: argparse.Namespace, log: Any = print) -> list[dict[str, Any]]:
         if args.client_off_engine_cores or args.client_on_engine_cores:
             client_cpus = fences.fence_client(own, bound, join=args.client_on_engine_cores)
         gateway = ours["gateway"]
-        targets = {**dict.fromkeys("dbceo", engine), "p": relay, "g": gateway, "h": gateway,
+        targets = {**dict.fromkeys(DIRECT, engine), "p": relay, "g": gateway, "h": gateway,
                    "l": gateway, "s": ours["paced"], "v": ours["interval"], "n": nginx,
                    "f": floating, "j": joined}  # fmt: skip
         for i, kind in enumerate(args.order):
@@ -220,7 +221,7 @@ def run(args: argparse.Namespace, log: Any = print) -> list[dict[str, Any]]:
             with burner(args.burn) if kind == "b" else contextlib.nullcontext() as pid:
                 cpu0, t0 = (cpu_seconds(pid) or 0.0, time.time()) if pid else (0.0, 0.0)
                 trace = workdir / f"window-{i}-trace.json"  # the engine's samples
-                named = _named(target if kind not in "dbce" else None)
+                named = _named(target if kind not in DIRECT else None)
                 sched0, s0 = sched_by_label(named), time.monotonic()
                 result, engine_figures, _ = asyncio.run(drive(spec, engine, None, False, trace))
                 sched = sched_rates(sched0, sched_by_label(named), time.monotonic() - s0)

@@ -158,13 +158,13 @@ def test_a_run_against_the_simulator_reads_the_engine_in_every_window(tmp_path) 
     the burner and the load generator (open loop, and closed at the cap); every window gets
     the engine's own figures."""
     args = argparse.Namespace(
-        engine="sim", engine_cores="shared", engine_nice=0, order="dpgbcnfjehlsv", rate=12.0,
+        engine="sim", engine_cores="shared", engine_nice=0, order="dpgbcnfjehlsvo", rate=12.0,
         duration=2.0, warmup=1.0, burn=0.2, cap=4, pace_ms=100.0, interval_tokens=16, seed=1,
         workdir=str(tmp_path),
         client_off_engine_cores=False, client_on_engine_cores=False, fence_engine_helpers=False,
     )  # fmt: skip
     rows = engine_windows.run(args, log=lambda line: None)
-    assert [r["kind"] for r in rows] == list("dpgbcnfjehlsv")
+    assert [r["kind"] for r in rows] == list("dpgbcnfjehlsvo")
     for row in rows:
         assert row["engine_tps"] and row["engine_tps"] > 0, row
         assert row["computed_tps"] > row["engine_tps"], row  # and the prompts' prefill
@@ -196,10 +196,10 @@ def test_a_run_against_the_simulator_reads_the_engine_in_every_window(tmp_path) 
     every = sorted(os.sched_getaffinity(0))  # the simulator binds no thread: nobody moved
     fronts = [r["gateway_cpus"] for r in rows]  # the gateways' (g, f, j, h, l, s, v), else None
     assert fronts == [None, None, every, None, None, None, every, every, None, every, every, every,
-                      every]  # fmt: skip
+                      every, None]  # fmt: skip
     assert [r["helpers_fenced"] for r in rows][8:10] == [0, 0]  # (e), (h): nothing was bound
     idled = [r["threads_idled"] for r in rows]  # (l): every thread of (g)'s gateway, and back
-    assert idled[10] and idled[10] >= 2 and idled[:10] + idled[11:] == [None] * 12
+    assert idled[10] and idled[10] >= 2 and idled[:10] + idled[11:] == [None] * 13
     for row in rows:  # what the scheduler did with each process, by its label
         sched = row["sched"]
         for name in ("loadgen", "simulator"):
