@@ -28,6 +28,8 @@ class EngineUnreachable(UpstreamError):
 
 
 class Stale(UpstreamError):
+    """A kept-alive connection the engine closed before answering: the pool retries once."""
+
     def __init__(self) -> None:
         super().__init__("the engine closed a kept-alive connection")
 
