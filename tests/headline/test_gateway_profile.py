@@ -48,7 +48,9 @@ def test_a_profile_of_the_gateway_in_front_of_the_simulator(tmp_path) -> None:
     samples = out["samples"]
     assert sum(samples.values()) == pytest.approx(1.0)
     assert samples[gateway_profile.LOOP] > 0
-    assert "gpu_agent/upstream.py" in samples
+    # the upstream client is two modules (the pool and one connection); a 4 s profile samples
+    # at least one of them, not always both
+    assert {"gpu_agent/upstream.py", "gpu_agent/upstream_conn.py"} & samples.keys()
 
 
 def test_bad_arguments_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
