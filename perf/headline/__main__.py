@@ -6,15 +6,19 @@ console's database (what ``python manage.py headline`` does in one go).
 another model (then `--vllm-command`, default `vllm`, serves it).
 
 `--rounds N` runs the arms N times, paired, and judges each against `--reference` (default b)
-over the rounds, run-to-run noise included (rounds.py); `--json` then writes that record."""
+over the rounds, run-to-run noise included (rounds.py); `--json` then writes that record,
+after every round (the rounds done so far) and at the end, so a run stopped part-way (Ctrl-C,
+SIGTERM) keeps its finished rounds for perf.headline.pool."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 from console.bench.headline.experiment import Options, run_experiment
 from console.bench.headline.options import (
@@ -119,9 +123,21 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def write_json(path: Path, doc: dict[str, Any]) -> None:
+    """Whole or not at all: a run stopped while writing leaves the last complete record."""
+    part = path.with_name(path.name + ".part")
+    part.write_text(json.dumps(doc, indent=2), encoding="utf-8")
+    os.replace(part, path)
+
+
 def _rounds(args: argparse.Namespace, options: Options) -> int:
+    path = args.json_path
     record = run_rounds(
-        options, args.rounds, args.reference, log=lambda m: print(m, file=sys.stderr)
+        options,
+        args.rounds,
+        args.reference,
+        log=lambda m: print(m, file=sys.stderr),
+        on_round=None if path is None else lambda so_far: write_json(path, so_far),
     )
     for doc in record["docs"]:
         print(render(doc), end="\n\n")
@@ -129,8 +145,8 @@ def _rounds(args: argparse.Namespace, options: Options) -> int:
     steady = render_steady(record["steady"], args.rounds, args.reference)
     if steady:
         print("\n" + steady)
-    if args.json_path is not None:
-        args.json_path.write_text(json.dumps(record, indent=2), encoding="utf-8")
+    if path is not None:
+        write_json(path, record)
     if args.store:
         for workdir in record["round_workdirs"]:
             store_in_console(Path(workdir))
@@ -138,4 +154,7 @@ def _rounds(args: argparse.Namespace, options: Options) -> int:
 
 
 if __name__ == "__main__":
+    # A SIGTERM unwinds like Ctrl-C: the engines and gateways stop with the run, and the record
+    # of the rounds done so far is already on disk.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     sys.exit(main())

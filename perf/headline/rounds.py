@@ -195,8 +195,11 @@ def run_rounds(
     rounds: int,
     reference: str = "b",
     log: Callable[[str], None] = print,
+    on_round: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
-    """Run the experiment `rounds` times (see the module's docstring); the whole record."""
+    """Run the experiment `rounds` times (see the module's docstring); the whole record.
+    `on_round` gets the record of the rounds done so far after each one (`rounds_record`), so
+    that a run cut short keeps what it measured."""
     if reference not in opts.arms:
         raise ValueError(f"--reference {reference}: not among --arms {opts.arms}")
     docs: list[dict[str, Any]] = []
@@ -213,11 +216,26 @@ def run_rounds(
         rate = experiment.doc["workload"]["rate_rps"]
         docs.append(experiment.doc)
         records.append({o.arm.key: round_record(o) for o in experiment.outcomes})
-    result = judge(records, reference)
+        if on_round is not None:
+            on_round(rounds_record(docs, records, reference, rate, rounds))
+    return rounds_record(docs, records, reference, rate, rounds)
+
+
+def rounds_record(
+    docs: Sequence[dict[str, Any]],
+    records: Sequence[dict[str, dict[str, Any]]],
+    reference: str,
+    rate: float | None,
+    planned: int,
+) -> dict[str, Any]:
+    """The record of the rounds done (`docs`, `records`) of the `planned` ones (pure): what
+    `--json` writes, after every round and at the end. A verdict needs two rounds."""
+    result = judge(records, reference) if len(records) >= 2 else {}
     steady = steady_rounds(records)
     return {
         "experiment": "headline rounds: paired arms, run-level verdicts",
-        "rounds": rounds,
+        "rounds": len(records),
+        "rounds_planned": planned,
         "reference": reference,
         "rate_rps": rate,
         "judgement": result,
@@ -233,7 +251,7 @@ def run_rounds(
         },
         # What the judgement read, per round and arm: judge(record["records"], "a") judges
         # against another arm afterwards.
-        "records": records,
+        "records": list(records),
         "round_workdirs": [d["workdir"] for d in docs],
-        "docs": docs,
+        "docs": list(docs),
     }

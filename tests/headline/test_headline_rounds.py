@@ -21,6 +21,7 @@ from perf.headline.rounds import (
     judge,
     render_steady,
     round_arms,
+    rounds_record,
     steady_rounds,
 )
 
@@ -85,6 +86,20 @@ def test_a_round_with_a_stalled_client_is_judged_apart() -> None:
     assert "the 3 rounds whose client never stalled over 100 ms (left out: round 2)" in text
     assert "arm (d), 3 rounds" in text
     assert render_steady({**steady, "judgement": None}, 4, "b") == ""
+
+
+def test_the_record_of_the_rounds_done_so_far_judges_from_two() -> None:
+    """What `--json` holds after each round (rounds_record): one round is kept without a
+    verdict, two get one, and the planned count rides beside the count done."""
+    rng = np.random.default_rng(9)
+    rounds = [_round(rng, {"b": (0.2, 10.0), "d": (0.2, 10.0)}) for _ in range(2)]
+    docs = [{"workdir": f"w/round-{i}"} for i in (1, 2)]
+    one = rounds_record(docs[:1], rounds[:1], "b", 12.0, 5)
+    assert (one["rounds"], one["rounds_planned"], one["judgement"]) == (1, 5, {})
+    assert one["records"] == rounds[:1] and one["round_workdirs"] == ["w/round-1"]
+    two = rounds_record(docs, rounds, "b", 12.0, 5)
+    assert two["rounds"] == 2 and two["judgement"]["d"]["rounds"] == 2
+    assert two["steady"]["rounds"] == [1, 2] and two["rate_rps"] == 12.0
 
 
 def test_even_rounds_run_the_arms_in_reverse() -> None:
