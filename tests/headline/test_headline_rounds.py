@@ -102,6 +102,17 @@ def test_the_record_of_the_rounds_done_so_far_judges_from_two() -> None:
     assert two["steady"]["rounds"] == [1, 2] and two["rate_rps"] == 12.0
 
 
+def test_a_json_path_without_its_folder_is_refused_before_anything_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "no-such-folder" / "rounds.json"
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--rounds", "2", "--arms", "ab", "--no-search", "--rate", "5",
+              "--json", str(missing)])  # fmt: skip
+    assert exit_info.value.code == 2
+    assert f"--json {missing}: no folder {missing.parent}" in capsys.readouterr().err
+
+
 def test_even_rounds_run_the_arms_in_reverse() -> None:
     assert [round_arms("bdh", i) for i in range(3)] == ["bdh", "hdb", "bdh"]
 

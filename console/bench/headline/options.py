@@ -94,6 +94,10 @@ def check(args: argparse.Namespace) -> str | None:
         return "--gateway-rev: arm r needs it, and it is for arm r only"
     if args.engine != "vllm" and getattr(args, "vllm_model", ""):
         return "--vllm-model: only with --engine vllm"
+    json_path = getattr(args, "json_path", None)
+    if json_path is not None and not json_path.parent.is_dir():
+        # found before the first engine starts, not after a run of an hour
+        return f"--json {json_path}: no folder {json_path.parent} to write it in"
     return None
 
 
