@@ -3,7 +3,7 @@
 Embedded default (the README's demo): SQLite and a filesystem Celery broker under
 TIERGATE_DATA_DIR, secrets generated once into that directory. Production
 (TIERGATE_PRODUCTION=true): secrets must be given, DEBUG stays off.
-See README.md for the table of variables.
+See docs/configuration.md for the table of variables.
 """
 
 from __future__ import annotations
@@ -324,7 +324,8 @@ CELERY_BEAT_SCHEDULE["tuning-resume-rollouts"] = {"task": "tuning.resume_rollout
 TIERGATE_SWEEP_LEASE_S = env_int("TIERGATE_SWEEP_LEASE_S", 15, minimum=2)
 TIERGATE_SWEEP_APPLY_TIMEOUT_S = env_int("TIERGATE_SWEEP_APPLY_TIMEOUT_S", 600, minimum=5)
 CELERY_BEAT_SCHEDULE["bench-resume-sweeps"] = {"task": "bench.resume_sweeps", "schedule": 5.0}
-# A benchmark whose worker died is marked failed within a minute or so (DESIGN.md 8).
+# A benchmark whose worker died is marked failed within a minute or so
+# (docs/architecture.md#security-and-reliability).
 CELERY_BEAT_SCHEDULE["bench-detect-lost-runs"] = {
     "task": "bench.detect_lost_runs",
     "schedule": 30.0,

@@ -10,6 +10,8 @@ import uvicorn
 from gpu_agent.agent import Agent, InputError, load_standalone
 from gpu_agent.app import create_app
 from gpu_agent.config import AgentOptions, parse_args
+from gpu_agent.edge import EdgeLimits
+from gpu_agent.edge import protocol as edge_protocol
 from gpu_agent.reconciler import Reconciler
 from gpu_agent.state import StateFile
 from gpu_agent.supervisor import EngineSupervisor
@@ -66,6 +68,9 @@ def main(argv: list[str] | None = None) -> int:
         lifespan="on",
         proxy_headers=False,  # client addresses are not used; skip the per-request rewrite
         timeout_graceful_shutdown=5,
+        # uvicorn's httptools protocol with the bounds it lacks: head and body deadlines, the
+        # unauthenticated connections capped (docs/gateway.md, "Bounds").
+        http=edge_protocol(EdgeLimits.of(options)),
     )
     return 0
 

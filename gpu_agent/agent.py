@@ -1,8 +1,9 @@
 """The node agent's runtime state: one object the gateway, the control routes, the telemetry
 sampler and the reconciler all read, built once from the command line's options.
 
-Applying a tier config is a hot `reconfigure` of the dispatcher (DESIGN.md 3.2: drops nothing);
-keys are swapped as one dict; the engine's address follows the supervisor in managed mode.
+Applying a tier config is a hot `reconfigure` of the dispatcher
+(docs/architecture.md#the-dispatchers-semantics: drops nothing); keys are swapped as one dict; the
+engine's address follows the supervisor in managed mode.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ from gpu_agent.metrics import AgentCollector, ControlCollector, GatewayMetrics
 from gpu_agent.nvml import NvmlReader
 from gpu_agent.supervisor import EngineStartError, EngineSupervisor
 from gpu_agent.telemetry import Telemetry
-from gpu_agent.trace import Trace
 from gpu_agent.upstream import UpstreamPool
 from scheduler import AsyncDispatcher, ConfigError, Dispatcher, TierConfig, load_config_file
 from scheduler.config import DEFAULT_MAX_IN_FLIGHT
@@ -75,12 +75,6 @@ class Agent:
         nvml: NvmlReader | None = None,
     ) -> None:
         self.options = options
-        self.trace: Trace | None = None
-        if options.trace_file is not None:
-            try:
-                self.trace = Trace(options.trace_file)
-            except OSError as exc:
-                raise InputError(f"--trace {options.trace_file}: {exc.strerror or exc}") from exc
         self.supervisor = supervisor
         self.keys = KeyStore(keys)
         self.config = tier_config
@@ -110,6 +104,7 @@ class Agent:
         self.registry.register(ControlCollector(lambda: self.apply_errors, self._heartbeat_state))
         # Which engine run (telemetry.engine_ups) refused `priority`; see engine_refuses_priority.
         self._priority_refused_by: int | None = None
+        self._push_engine_policy()  # the launch flags (managed mode); attached: assumed
         self._session: aiohttp.ClientSession | None = None
         self._upstream: UpstreamPool | None = None
         self._engine_task: asyncio.Task[None] | None = None
@@ -151,25 +146,36 @@ class Agent:
     @engine_refuses_priority.setter
     def engine_refuses_priority(self, refused: bool) -> None:
         self._priority_refused_by = self.telemetry.engine_ups if refused else None
+        self._push_engine_policy()
 
     @property
     def pass_priority(self) -> bool:
         """Send vLLM's `priority` only when the config asks for it and the engine runs the
         priority policy (vLLM refuses a non-zero priority under fcfs): known from the launch
-        flags in managed mode, learnt from the first refusal in attached mode. The dispatcher
-        follows it: only an engine that orders by priority lets urgent requests overtake the
-        less urgent ones awaiting their first token there (DESIGN.md 3.2)."""
-        value = self._engine_orders_by_priority()
-        if self.driver.dispatcher.engine_priority != value:
-            self.driver.dispatcher.engine_priority = value
-        return value
+        flags in managed mode, learnt from the first refusal in attached mode. A pure read:
+        the dispatcher was told the engine's policy when the agent learned it
+        (`_push_engine_policy`)."""
+        return self.config.scheduler.admission.pass_priority and self._engine_orders_by_priority()
 
     def _engine_orders_by_priority(self) -> bool:
-        if not self.config.scheduler.admission.pass_priority or self.engine_refuses_priority:
+        """The engine's scheduling policy as known now: vLLM's priority policy from the launch
+        flags (managed mode), assumed (attached mode), unless the engine refused `priority`
+        since it last came up."""
+        if self.engine_refuses_priority:
             return False
         if self.supervisor is not None:
             return self.supervisor.args.get("scheduling_policy") == "priority"
         return True
+
+    def _push_engine_policy(self) -> None:
+        """Tell the dispatcher the engine's policy, wherever the agent learns it: at start (the
+        launch flags), a new launch profile (`follow_engine_limits`), the engine's refusal
+        (`engine_refuses_priority`) and each /metrics reading (`_engine_figures`: the engine
+        came back up, perhaps restarted with the other policy). Only an engine that orders by
+        priority lets urgent requests overtake the less urgent ones awaiting their first
+        token there (docs/architecture.md#the-dispatchers-semantics); the dispatcher keeps
+        the policy across reconfigures and adds the config's `pass_priority` itself."""
+        self.driver.engine_policy(priority=self._engine_orders_by_priority())
 
     def priority_of(self, tier: str) -> int:
         """The engine priority of a tier's requests (the most urgent tier's for one that a
@@ -192,6 +198,9 @@ class Agent:
         return queues[self.config.tiers_by_urgency()[0]].priority
 
     def _engine_figures(self, engine: dict[str, Any]) -> None:
+        # Called on each /metrics reading: the engine is up, and if it came back up since it
+        # refused `priority`, that refusal has lapsed.
+        self._push_engine_policy()
         # The engine's own queue length feeds the adaptive awaiting-first-token limit.
         waiting = engine.get("waiting")
         running = engine.get("running")
@@ -206,7 +215,8 @@ class Agent:
             seqs = self.supervisor.args.get("max_num_seqs")
             if isinstance(seqs, int) and seqs > 0:
                 return seqs
-        return DEFAULT_MAX_IN_FLIGHT  # DESIGN.md 3.1: the launch profile's max_num_seqs unknown
+        # The launch profile's max_num_seqs is unknown (docs/architecture.md#tier-config).
+        return DEFAULT_MAX_IN_FLIGHT
 
     def _heartbeat_state(self) -> tuple[float | None, int] | None:
         """(last accepted heartbeat's unix time, failures since) in console mode, else None."""
@@ -233,8 +243,10 @@ class Agent:
 
     def follow_engine_limits(self) -> None:
         """After the engine's command line changed: a tier config without its own cap on
-        requests in flight follows the new max_num_seqs."""
+        requests in flight follows the new max_num_seqs, and the dispatcher the new
+        scheduling policy."""
         self.driver.reconfigure(self.config, default_max_in_flight=self.default_max_in_flight)
+        self._push_engine_policy()
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -274,8 +286,6 @@ class Agent:
         self.core_keeper.start()
         if self.reconciler is not None:
             self.reconciler.start()
-        if self.trace is not None:
-            self.trace.start()
 
     def reload_files(self) -> None:
         """SIGHUP in standalone mode: re-read both files and apply them hot; a bad file is
@@ -306,8 +316,6 @@ class Agent:
         await self.driver.aclose()
         await self.telemetry.aclose()
         await self.core_keeper.aclose()
-        if self.trace is not None:
-            await self.trace.aclose()
         if self._engine_task is not None:
             self._engine_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -378,7 +386,7 @@ class Agent:
             # Slots the less urgent tiers leave to the most urgent now (scheduler/reserve.py).
             "reserved_slots": stats.reserved_slots,
             # Online requests that may await in the engine as online while online is backed
-            # up (the feed, scheduler/rooms.py); null otherwise.
+            # up (the feed, scheduler/awaiting.py); null otherwise.
             "awaiting_feed": stats.awaiting_feed,
             # The engine's sequence limit as the gateway learned it (null until then).
             "engine_sequences": stats.engine_sequences,

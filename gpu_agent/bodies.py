@@ -1,4 +1,5 @@
-"""A completion request's body as the gateway reads it (DESIGN.md 3), pure and without I/O.
+"""A completion request's body as the gateway reads it (docs/architecture.md#the-request-path), pure
+and without I/O.
 
 `read_completion` parses the JSON once and takes what the hot path needs (model, stream, a
 token estimate); a body the engine must never see is a `BodyError` (400). `engine_body` is the

@@ -1,4 +1,4 @@
-"""The agent's command line (DESIGN.md 9), read once into `AgentOptions`.
+"""The agent's command line (docs/architecture.md#stable-interfaces), read once into `AgentOptions`.
 
     python -m gpu_agent --engine-url URL | --engine-cmd "vllm serve ..." --listen HOST:PORT
         (--console URL --node-token T | --tier-config FILE --keys FILE) [options]
@@ -28,6 +28,11 @@ DEFAULT_CLIENT_WRITE_TIMEOUT_S = 60.0
 # in all (a 60,000-token answer is about 9 MiB of SSE); past it, reading the engine waits.
 DEFAULT_CLIENT_BUFFER_BYTES = 16 << 20
 DEFAULT_CLIENT_BUFFER_TOTAL_BYTES = 256 << 20
+# A request body (at most --max-body-bytes, 1 MiB: 8 s at 1 Mbit/s) arrives within this of its
+# head, or the client gets a 408 (docs/gateway.md, "Bounds").
+DEFAULT_CLIENT_BODY_TIMEOUT_S = 20.0
+# The bytes of request bodies being received at once, over all clients; past it a 429.
+DEFAULT_BODY_BUDGET_BYTES = 64 << 20
 
 
 @dataclass(frozen=True)
@@ -54,9 +59,10 @@ class AgentOptions:
     client_write_timeout_s: float = DEFAULT_CLIENT_WRITE_TIMEOUT_S
     client_buffer_bytes: int = DEFAULT_CLIENT_BUFFER_BYTES
     client_buffer_total_bytes: int = DEFAULT_CLIENT_BUFFER_TOTAL_BYTES
+    client_body_timeout_s: float = DEFAULT_CLIENT_BODY_TIMEOUT_S
+    body_budget_bytes: int = DEFAULT_BODY_BUDGET_BYTES
     heartbeat_backoff_max_s: float = 30.0
     advertise_url: str | None = None
-    trace_file: Path | None = None  # trace.py: a JSON line per request, for diagnosis
 
     @property
     def mode(self) -> str:
@@ -199,18 +205,25 @@ def build_parser() -> argparse.ArgumentParser:
         help="bytes held for slow clients over all streams (default 256 MiB)",
     )
     parser.add_argument(
+        "--client-body-timeout",
+        type=_positive_float,
+        default=DEFAULT_CLIENT_BODY_TIMEOUT_S,
+        metavar="SECONDS",
+        help="answer 408 to a request whose body has not arrived this long after its head "
+        "(default 20)",
+    )
+    parser.add_argument(
+        "--body-budget-bytes",
+        type=_positive_int,
+        default=DEFAULT_BODY_BUDGET_BYTES,
+        help="bytes of request bodies received at once over all clients; past it a 429 "
+        "(default 64 MiB)",
+    )
+    parser.add_argument(
         "--heartbeat-backoff-max", type=_positive_float, default=30.0, metavar="SECONDS"
     )
     parser.add_argument(
         "--advertise-url", help="the gateway URL reported to the console (default: derived)"
-    )
-    parser.add_argument(
-        "--trace",
-        type=Path,
-        metavar="FILE",
-        help="append a JSON line per request to FILE: when the scheduler released it and when "
-        "the engine's head, first token and end arrived; and the event loop's stalls "
-        "(diagnosis; off by default)",
     )
     return parser
 
@@ -259,7 +272,8 @@ def parse_args(argv: list[str] | None = None) -> AgentOptions:
         client_write_timeout_s=ns.client_write_timeout,
         client_buffer_bytes=ns.client_buffer_bytes,
         client_buffer_total_bytes=ns.client_buffer_total_bytes,
+        client_body_timeout_s=ns.client_body_timeout,
+        body_budget_bytes=ns.body_budget_bytes,
         heartbeat_backoff_max_s=ns.heartbeat_backoff_max,
         advertise_url=ns.advertise_url.rstrip("/") if ns.advertise_url else None,
-        trace_file=ns.trace,
     )

@@ -99,7 +99,8 @@ class CoreKeeper:
         """The engine's threads not bound to one core onto `target`, beside the agent: vLLM's
         CPU build leaves its API server and engine-core process free to run on its OpenMP
         cores, and the kernel moves them there when the other cores are busy (with the agent
-        on them, say), which costs the OpenMP threads their steps (docs/performance.md)."""
+        on them, say), which costs the OpenMP threads their steps (lab/NOTES.md, "Cores, on
+        CPU-only nodes")."""
         try:
             moved = fence_unbound(pid, target)
         except PermissionError as exc:  # another user's engine: leave it, and say so once

@@ -8,8 +8,8 @@ reserves for its other processes: VLLM_CPU_NUM_OF_RESERVED_CPU, by default one a
 and Arm (vllm/utils/ompmultiprocessing.py). The agent then shares the reserved core with
 vLLM's API server and engine-core process. Where the threads hold every core the agent may
 run on, any process beside the engine (the gateway, a bare relay, nginx alike) costs the
-engine a tenth to a seventh of its steps on two cores (docs/performance.md, "vLLM's own core
-layout"): a managed agent says so at start and in its status. vLLM's GPU builds ignore both
+engine a tenth to a seventh of its steps on two cores (docs/gateway.md, "Keeping off the
+engine's cores"): a managed agent says so at start and in its status. vLLM's GPU builds ignore both
 variables, so an engine that sets neither has nothing to report.
 
 Where they do hold every core, the agent also starts the engine with `OMP_WAIT_POLICY=PASSIVE`
@@ -18,7 +18,7 @@ whose threads by default spin while they wait for each other and for the next st
 the engine shares, a spinning thread holds the core that the gateway, the client and vLLM's
 own API server and engine-core process need, and whoever takes it stops a thread that the
 others then wait for. With the passive policy a waiting thread sleeps and gives its core up
-(docs/performance.md, "Spinning OpenMP threads on shared cores").
+(docs/performance.md, "Headline on a real vLLM"; lab/NOTES.md, "Cores, on CPU-only nodes").
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""OpenAI-shaped error responses (DESIGN.md 3): ``{"error": {"message", "type", "code"}}``.
+"""OpenAI-shaped error responses (docs/architecture.md#the-request-path):
+``{"error": {"message", "type", "code"}}``.
 
 Every error the gateway answers goes through here, the engine's own included
 (`engine_error`), so a client sees one shape whatever refused its request; and every 429 and

@@ -1,9 +1,10 @@
-"""The hot path (DESIGN.md 3): POST /v1/chat/completions and /v1/completions as a plain ASGI
-handler, no framework in between.
+"""The hot path (docs/architecture.md#the-request-path): POST /v1/chat/completions and
+/v1/completions as a plain ASGI handler, no framework in between.
 
-Per request: read the body (size-limited), one SHA-256 for the key, pick the tier, parse the
-JSON once (model check, token estimate, vLLM `priority`), wait for the scheduler's release,
-then relay the engine's response (upstream.py's client). A stream is relayed as its bytes
+Per request: one SHA-256 for the key and the tier from the headers, then the body read under the
+edge's bounds (edge.py: its size, the bodies in flight, a deadline), parse the JSON once (model
+check, token estimate, vLLM `priority`), wait for the scheduler's release, then relay the
+engine's response (upstream.py's client). A stream is relayed as its bytes
 arrive, never re-framed (relay.py: its own writer task, so the slot goes back when the engine
 finishes, however slowly the client reads); the only look at its bytes is a regex for the first
 delta (the scheduler's first-token signal) and, on the last chunks, for `usage`. Body checks are in
@@ -25,11 +26,12 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from gpu_agent.bodies import BodyError, engine_body, read_completion
+from gpu_agent.edge import BodyBudget, BodyRefused, ClientGone, read_body, trust
 from gpu_agent.errors import engine_error, send_error, sse_error
 from gpu_agent.metrics import CANCELLED, CLIENT_TIMEOUT, ERROR, OK
 from gpu_agent.relay import BufferBudget, ClientStalled, ClientWriter, FirstDelta
 from gpu_agent.types import Receive, Scope, Send
-from gpu_agent.upstream import EngineUnreachable, UpstreamError
+from gpu_agent.upstream import EngineUnreachable, PoolBusy, UpstreamError
 from scheduler import Rejected, Request, Ticket
 
 if TYPE_CHECKING:
@@ -45,23 +47,15 @@ _HOP_HEADERS = (b"content-type", b"x-request-id")
 _PRIORITY_REFUSED = b"priority scheduling is not enabled"
 
 
-class _ClientGone(Exception):
-    """The client disconnected before its request body was complete."""
-
-
 class _Disconnect:
     """Shared between a request's handler and its disconnect watcher."""
 
-    __slots__ = ("done", "end", "first", "gone", "head", "writer")
+    __slots__ = ("done", "gone", "writer")
 
     def __init__(self) -> None:
         self.done = False  # the response is complete: a later disconnect is normal
         self.gone = False  # the client left first
         self.writer: ClientWriter | None = None  # a stream's writer, once it has one
-        # Seconds after arrival (trace.py): the engine's head, first delta, end of its answer.
-        self.head: float | None = None
-        self.first: float | None = None
-        self.end: float | None = None
 
     def response_ends(self) -> None:
         self.done = True
@@ -85,28 +79,11 @@ class Gateway:
         self._ids = itertools.count(1)
         self._id_prefix = f"tg{os.getpid():x}-"
         self.buffer_budget = BufferBudget(agent.options.client_buffer_total_bytes)
-
-    async def _read_body(self, receive: Receive, limit: int) -> bytes | None:
-        """The whole body, or None once it passes `limit` bytes."""
-        chunks: list[bytes] = []
-        size = 0
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                raise _ClientGone
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > limit:
-                return None
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        self.body_budget = BodyBudget(agent.options.body_budget_bytes)
 
     async def handle(self, scope: Scope, receive: Receive, send: Send, chat: bool) -> None:
         t0 = time.perf_counter()
         agent = self.agent
-        trace = agent.trace
-        at = time.time() if trace is not None else 0.0
         auth = tier_header = length = request_id = None
         for name, value in scope["headers"]:
             if name == b"authorization":
@@ -117,18 +94,8 @@ class Gateway:
                 length = value
             elif name == b"x-request-id":
                 request_id = value
-        limit = agent.options.max_body_bytes
-        too_large = f"request body is larger than {limit} bytes"
-        if length is not None and length.isdigit() and int(length) > limit:
-            await send_error(send, 413, too_large, "request_too_large")
-            return
-        try:
-            body = await self._read_body(receive, limit)
-        except _ClientGone:
-            return
-        if body is None:
-            await send_error(send, 413, too_large, "request_too_large")
-            return
+        # Everything the headers can refuse is refused before a byte of the body is read
+        # (docs/gateway.md, "Bounds"): the key, the tier, the size, the bodies in flight.
         if auth is None or auth[:7].lower() != b"bearer ":
             agent.metrics.auth_failures.labels("missing_key").inc()
             await send_error(
@@ -145,6 +112,19 @@ class Gateway:
         if tier is None:
             agent.metrics.auth_failures.labels("tier_not_allowed").inc()
             await send_error(send, 403, f"this key may not use tier {asked!r}", "tier_not_allowed")
+            return
+        trust(scope)
+        limit = agent.options.max_body_bytes
+        declared = int(length) if length is not None and length.isdigit() else 0
+        try:
+            if declared > limit:
+                message = f"request body is larger than {limit} bytes"
+                raise BodyRefused(413, message, "request_too_large")
+            body = await read_body(receive, limit, self.body_budget, declared)
+        except BodyRefused as exc:
+            await send_error(send, exc.status, exc.message, exc.code)
+            return
+        except ClientGone:
             return
         queues = agent.config.scheduler.queues
         queue = queues.get(tier)
@@ -219,11 +199,6 @@ class Gateway:
                 ticket.release()
             if waited is not None:
                 agent.metrics.released(tier, waited)
-            if trace is not None:
-                outcome = "cancelled" if state.gone else "rejected" if ticket is None else "ok"
-                if outcome == "ok" and state.end is None:
-                    outcome = "error"
-                trace.request(req_id, tier, at, waited, state.head, state.first, state.end, outcome)
             if state.writer is not None:
                 await state.writer.close()
 
@@ -249,17 +224,12 @@ class Gateway:
         writer: ClientWriter | None = None
         ttft: float | None = None
         tail = b""
-        traced = agent.trace is not None  # the trace's extra clock reads, only when it is on
         try:
             async with agent.upstream.post(agent.engine_url, path, body, headers) as resp:
-                if traced:
-                    state.head = time.perf_counter() - t0
                 out_headers = [h for h in resp.headers if h[0] in _HOP_HEADERS]
                 out_headers.append((b"x-tiergate-tier", tier.encode()))
                 if resp.status != 200 or not stream:
                     data = await resp.read()
-                    if traced and resp.status == 200:
-                        state.end = time.perf_counter() - t0
                     if resp.status == 400 and sent_priority and _PRIORITY_REFUSED in data.lower():
                         return False
                     ticket.release()
@@ -277,7 +247,7 @@ class Gateway:
                 first = FirstDelta()
                 async for chunk in resp:
                     if ttft is None and first.seen(chunk):
-                        ttft = state.first = time.perf_counter() - t0
+                        ttft = time.perf_counter() - t0
                         # The client's first token first, then the scheduler's bookkeeping.
                         await writer.write(chunk)
                         ticket.first_token()
@@ -298,8 +268,6 @@ class Gateway:
             self._client_stalled(tier, exc, state)
             return True
         # The engine is done: its slot goes back now, whatever the client's pace.
-        if traced:
-            state.end = time.perf_counter() - t0
         ticket.release()
         try:
             await writer.finish()
@@ -336,6 +304,8 @@ class Gateway:
             state.done = True
         elif isinstance(exc, EngineUnreachable):
             await send_error(send, 503, f"the engine is not reachable: {detail}", "engine_down")
+        elif isinstance(exc, PoolBusy):
+            await send_error(send, 503, detail, "upstream_busy")
         else:
             await send_error(send, 502, f"engine error: {detail}", "engine_error")
 

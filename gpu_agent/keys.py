@@ -1,4 +1,5 @@
-"""Gateway keys ("unified keys", DESIGN.md 3): who may call the gateway and in which tiers.
+"""Gateway keys ("unified keys", docs/architecture.md#the-request-path): who may call the gateway
+and in which tiers.
 
 Keys are stored only as SHA-256 hex digests, so checking a request costs one hash and one dict
 lookup. A key file or a heartbeat reply may give a plaintext ``key`` (hashed at load) or its

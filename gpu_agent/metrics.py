@@ -1,5 +1,5 @@
-"""The agent's own Prometheus exposition (DESIGN.md 5; names described in docs/metrics.md) and
-the per-interval tier figures each heartbeat sample carries.
+"""The agent's own Prometheus exposition (docs/architecture.md#telemetry; names described in
+docs/metrics.md) and the per-interval tier figures each heartbeat sample carries.
 
 Two kinds of figures:
 - events the gateway records as they happen (histograms and counters below, plus

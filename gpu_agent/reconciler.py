@@ -1,4 +1,4 @@
-"""Heartbeat client and reconciler (DESIGN.md 4, docs/protocol.md).
+"""Heartbeat client and reconciler (docs/architecture.md#rollouts-and-rollbacks, docs/protocol.md).
 
 Every beat posts the samples taken since the last accepted beat, the applied versions and the
 health; the reply says what is desired. A differing tier config is hot-applied, a differing

@@ -1,4 +1,4 @@
-"""Relaying an engine's stream to the client (DESIGN.md 3).
+"""Relaying an engine's stream to the client (docs/architecture.md#the-request-path).
 
 The engine's pace and the client's are decoupled, so that the engine slot is handed back when
 the engine finishes, however slowly the client reads. The gateway's handler reads the engine

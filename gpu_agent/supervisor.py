@@ -1,5 +1,6 @@
-"""Engine supervisor (managed mode, DESIGN.md 4): runs `vllm serve ...` (or the simulator with
-the same flags), swaps launch profiles and rolls back a profile that does not come up.
+"""Engine supervisor (managed mode, docs/architecture.md#rollouts-and-rollbacks): runs
+`vllm serve ...` (or the simulator with the same flags), swaps launch profiles and rolls back a
+profile that does not come up.
 
 `restart(argv)` stops the running engine, starts the new command line and waits for /health.
 If the new engine exits or stays silent past the timeout, the previous command line is started
@@ -35,12 +36,13 @@ log = logging.getLogger("gpu_agent.supervisor")
 
 TAIL_LINES = 30
 _STOP_GRACE_S = 10.0
-# How much nicer than the agent the engine runs (`--engine-nice`, DESIGN.md 4). Where the two
-# share cores, the gateway's hop and the first-token times its admission limit reads come
-# first: vLLM's CPU build spins an OpenMP thread on every core it is given, and a gateway that
-# gets only what is left sees first tokens late and relays them late. The gateway needs little
-# CPU, so the engine keeps nearly all of it; on a GPU node with cores to spare it changes
-# nothing. Raising niceness needs no privilege; 0 runs the engine as the agent.
+# How much nicer than the agent the engine runs (`--engine-nice`,
+# docs/architecture.md#rollouts-and-rollbacks). Where the two share cores, the gateway's hop and the
+# first-token times its admission limit reads come first: vLLM's CPU build spins an OpenMP thread on
+# every core it is given, and a gateway that gets only what is left sees first tokens late and
+# relays them late. The gateway needs little CPU, so the engine keeps nearly all of it; on a GPU
+# node with cores to spare it changes nothing. Raising niceness needs no privilege; 0 runs the
+# engine as the agent.
 DEFAULT_ENGINE_NICE = 10
 # Why the engine stays in the agent's session (a process group of its own, not `setsid`):
 # with the kernel's autogroups (kernel.sched_autogroup_enabled, on by default in Debian's and

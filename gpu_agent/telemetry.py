@@ -1,4 +1,5 @@
-"""The 1 Hz sampler (DESIGN.md 5): GPU, engine and tier figures into a bounded ring buffer.
+"""The 1 Hz sampler (docs/architecture.md#telemetry): GPU, engine and tier figures into a bounded
+ring buffer.
 
 Each tick builds one sample in the heartbeat's shape (docs/protocol.md) from:
 - the GPUs: the simulator's own figures when the engine is the simulator (it answers
@@ -42,9 +43,9 @@ def _family_total(family: Any) -> float:
     return total
 
 
-# The vLLM metric families the agent reads (DESIGN.md 5), by family name (counters without
-# `_total`) -> the short name of its figure. One list: tests/vllm checks every name against a
-# real vLLM's /metrics, so a renamed metric fails a test.
+# The vLLM metric families the agent reads (docs/architecture.md#telemetry), by family name
+# (counters without `_total`) -> the short name of its figure. One list: tests/vllm checks every
+# name against a real vLLM's /metrics, so a renamed metric fails a test.
 ENGINE_METRICS = {
     "vllm:kv_cache_usage_perc": "kv_cache_usage",
     "vllm:num_requests_running": "running",

@@ -1,6 +1,6 @@
-"""The hot path's client to the engine (DESIGN.md 3): a keep-alive pool of connections, each
-one socket speaking HTTP/1.1 (TLS for an https engine URL) over an asyncio protocol with
-httptools (llhttp) for the response's framing (gpu_agent/upstream_conn.py).
+"""The hot path's client to the engine (docs/architecture.md#the-request-path): a keep-alive pool of
+connections, each one socket speaking HTTP/1.1 (TLS for an https engine URL) over an asyncio
+protocol with httptools (llhttp) for the response's framing (gpu_agent/upstream_conn.py).
 
 aiohttp's client costs the gateway about a third of a millisecond per request before a byte
 reaches the engine (its request object, a writer task, its stream reader); here the request
@@ -9,10 +9,11 @@ go to the handler as they arrive. The control plane (/v1/models, /metrics, the s
 its aiohttp session.
 
 Errors: `UpstreamError`, and its `EngineUnreachable` when no connection could be opened (the
-gateway's 503 engine_down). Leaving `post`'s context early (cancelled, the client gone, an
-error) closes the socket, so the engine aborts the request; a response read to its end leaves
-the connection in the pool. A kept-alive connection the engine closed before answering (its
-idle timeout racing our request) is retried once on a new one.
+gateway's 503 engine_down), and its `PoolBusy` when every connection the pool may open is busy
+for `acquire_timeout_s` (503 upstream_busy). Leaving `post`'s context early (cancelled, the
+client gone, an error) closes the socket, so the engine aborts the request; a response read to
+its end leaves the connection in the pool. A kept-alive connection the engine closed before
+answering (its idle timeout racing our request) is retried once on a new one.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from gpu_agent.upstream_conn import READ_HIGH as READ_HIGH
 from gpu_agent.upstream_conn import Connection as Connection
 from gpu_agent.upstream_conn import EngineUnreachable as EngineUnreachable
 from gpu_agent.upstream_conn import Key as _Key
+from gpu_agent.upstream_conn import PoolBusy as PoolBusy
 from gpu_agent.upstream_conn import Stale as _Stale
 from gpu_agent.upstream_conn import UpstreamError as UpstreamError
 
@@ -75,11 +77,15 @@ class UpstreamPool:
         connect_timeout_s: float,
         read_timeout_s: float,
         keepalive_s: float = 30.0,
+        acquire_timeout_s: float | None = None,
     ) -> None:
         self.loop = asyncio.get_running_loop()
         self.limit = limit
         self.connect_timeout_s = connect_timeout_s
         self.read_timeout_s = read_timeout_s
+        # When every connection the pool may open is busy, a request waits for one of them to
+        # finish at the engine: bounded as the engine's first byte is (by default).
+        self.acquire_timeout_s = read_timeout_s if acquire_timeout_s is None else acquire_timeout_s
         self.keepalive_s = keepalive_s
         self._idle: dict[_Key, list[Connection]] = {}
         self._open = 0
@@ -108,6 +114,7 @@ class UpstreamPool:
         return _Exchange(self, key, b"".join(lines))
 
     async def acquire(self, key: _Key, fresh: bool = False) -> Connection:
+        deadline: float | None = None  # set at the first wait: the fast paths arm no timer
         while True:
             idle = self._idle.get(key)
             while idle and not fresh:
@@ -119,15 +126,23 @@ class UpstreamPool:
             if self._open < self.limit:
                 return await self._connect(key)
             if not self._close_one_idle():
+                if deadline is None:
+                    deadline = self.loop.time() + self.acquire_timeout_s
                 waiter = self.loop.create_future()
                 self._waiters.append(waiter)
                 try:
-                    await waiter
-                except BaseException:
+                    async with asyncio.timeout_at(deadline):
+                        await waiter
+                except BaseException as exc:
                     if waiter.done() and not waiter.cancelled():
                         self._wake_one()  # woken, then cancelled: the turn passes on
-                    else:
+                    elif waiter in self._waiters:  # _wake_one may have dropped it, cancelled
                         self._waiters.remove(waiter)
+                    if isinstance(exc, TimeoutError):
+                        raise PoolBusy(
+                            f"all {self.limit} connections to the engine stayed busy for "
+                            f"{self.acquire_timeout_s:g} s"
+                        ) from None
                     raise
 
     async def _connect(self, key: _Key) -> Connection:

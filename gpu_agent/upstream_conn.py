@@ -27,6 +27,10 @@ class EngineUnreachable(UpstreamError):
     """No connection to the engine could be opened."""
 
 
+class PoolBusy(UpstreamError):
+    """Every connection the pool may open is busy, and none came free in time."""
+
+
 class Stale(UpstreamError):
     """A kept-alive connection the engine closed before answering: the pool retries once."""
 

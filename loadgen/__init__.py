@@ -20,7 +20,7 @@ Library (what the console's Celery task calls)::
                         # output_tokens, ttft_p50_s, ttft_p99_s
     result.validity     # dispatch/loop lag, client CPU, usage_missing, flags: list[str],
                         # itl/ttft_merged_share, untrusted: {"itl_s": why, ...} (figures
-                        # that are not wire times: shown marked, docs/performance.md)
+                        # that are not wire times: shown marked, docs/benchmarks.md)
     result.to_json_dict()
 
 - ``WorkloadSpec(base_url, model, ...)``: dataclass; ``to_dict()`` never includes the API key;
@@ -44,21 +44,21 @@ Library (what the console's Celery task calls)::
 
 - ``WorkloadSpec.processes`` (``--processes N``) splits the streams over N client processes,
   one event loop each (``shards.py``), merged into one ``RunResult``; use it past ~64 streams
-  on a machine with spare cores (docs/performance.md, "Load generator").
+  on a machine with spare cores (docs/performance.md, "Load generator accuracy").
 - ``loadgen.capture``: a loopback packet capture (tcpdump) read into wire times, to check the
-  client's TTFT and ITL against (tests/loadgen/test_capture.py, ``perf/bench_loadgen.py
+  client's TTFT and ITL against (tests/loadgen/test_capture.py, ``lab/bench_loadgen.py
   capture``).
 - ``python -m loadgen.refserver``: a deterministic streaming server with
-  per-request ground truth, for tests and ``perf/bench_loadgen.py``.
+  per-request ground truth, for tests and ``lab/bench_loadgen.py``.
 
-Semantics (DESIGN.md 6): TTFT = send -> first non-empty content delta; ITL = every gap between
-content chunks; TPOT = (e2e - ttft) / (output_tokens - 1); token counts from ``usage``
-(``stream_options.include_usage`` is always requested), falling back to the content chunk
+Semantics (docs/architecture.md#benchmarks): TTFT = send -> first non-empty content delta; ITL =
+every gap between content chunks; TPOT = (e2e - ttft) / (output_tokens - 1); token counts from
+``usage`` (``stream_options.include_usage`` is always requested), falling back to the content chunk
 count with ``usage_missing=True``. Request throughput = completed requests / measured window.
-Synthetic prompts approximate one token per word (short common English words that BPE
-vocabularies hold as single tokens); the chat template adds a few, and the server's
-``usage.prompt_tokens`` is what is recorded. The measured window starts when the warmup ends and
-ends at the later of the duration's end and the last measured completion.
+Synthetic prompts approximate one token per word (short common English words that BPE vocabularies
+hold as single tokens); the chat template adds a few, and the server's ``usage.prompt_tokens`` is
+what is recorded. The measured window starts when the warmup ends and ends at the later of the
+duration's end and the last measured completion.
 
 Limits: one event loop handles chunks one at a time, so hundreds of streams stepping together
 delay the last chunks of a burst by milliseconds (``validity`` flags the run); ``processes``

@@ -1,6 +1,6 @@
 """Wire truth from a packet capture: when each request and each streamed event crossed the wire.
 
-The check behind the load generator's timing (tests/loadgen/test_capture.py, ``perf/
+The check behind the load generator's timing (tests/loadgen/test_capture.py, ``lab/
 bench_loadgen.py capture``): tcpdump records the traffic between the client and a server on
 loopback, and the times in the capture, taken by the kernel as each segment arrived, are the
 ground truth the client's TTFT and ITL are compared with.

@@ -3,7 +3,7 @@
 The HTTP client is our own thin layer over httptools (wire.py) rather than aiohttp or httpx:
 chosen by measurement, for a per-token CPU cost that stays small as load grows and for
 receive times that do not include the client's own lag (docs/performance.md, "Load
-generator").
+generator accuracy"; lab/NOTES.md, "Measuring").
 """
 
 from __future__ import annotations

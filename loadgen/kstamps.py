@@ -4,7 +4,8 @@ With the option set on a socket, every ``recvmsg`` also returns, as ancillary da
 CLOCK_REALTIME instant the kernel received the bytes, however late the event loop reads them.
 The load generator's HTTP layer (wire.py) times chunks with it. The simulator's ground truth
 (gpu_agent/sim/wire.py) needs the same two definitions but may import only the scheduler
-(DESIGN.md 2), so it keeps a copy that tests/sim/test_kernel_stamps.py holds equal to this one.
+(docs/architecture.md#packages-and-what-they-may-import), so it keeps a copy that
+tests/sim/test_kernel_stamps.py holds equal to this one.
 """
 
 from __future__ import annotations

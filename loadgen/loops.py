@@ -1,5 +1,5 @@
 """The event loop the load generator runs on, for every entry point (the CLI, a shard process,
-the reference server, perf scripts): uvloop when it is installed, since the cheaper loop keeps
+the reference server, lab scripts): uvloop when it is installed, since the cheaper loop keeps
 the client's own overhead out of the latencies it measures; the stock loop otherwise."""
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ The q-th percentile of n values is the value at rank ceil(q/100 * n) of the sort
 It is always a value that was measured, and "P99 = 412 ms" reads as "99 % of the requests took
 412 ms or less", which is what an operator checks against an SLO. Every percentile the product
 shows or compares is this one: the load generator's summaries and progress, the console's
-comparisons and charts, the perf/ scripts. The scheduler (which may not import this package)
+comparisons and charts, the lab/ scripts. The scheduler (which may not import this package)
 keeps a stdlib copy, `scheduler.stats.nearest_rank`, that tests/loadgen/test_percentiles.py
 holds equal to this one.
 """

@@ -4,7 +4,7 @@ Not the simulator (gpu_agent/sim models an engine); this one just keeps a fixed 
 client's figures can be checked against it: the first content chunk leaves `ttft` after the
 request arrives, then one chunk every `itl` (or `burst` chunks per write). It records, per
 response id, the server-side arrival time and the time the first content chunk was written,
-served at `GET /ground-truth`. Used by tests/loadgen and perf/bench_loadgen.py.
+served at `GET /ground-truth`. Used by tests/loadgen and lab/bench_loadgen.py.
 
     python -m loadgen.refserver --port 0 --ttft-ms 20 --itl-ms 5
     (prints "PORT <n>" once listening)

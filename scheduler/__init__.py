@@ -1,4 +1,5 @@
-"""Tiergate's scheduler: the tier config schema and the tiered dispatcher (DESIGN.md 3.1, 3.2).
+"""Tiergate's scheduler: the tier config schema and the tiered dispatcher
+(docs/architecture.md#tier-config and #the-dispatchers-semantics).
 
 A pure library (stdlib + pydantic): no I/O besides `load_config_file`, no clock reads in the
 state machine. Public API, all importable from `scheduler`:
@@ -31,6 +32,9 @@ Dispatcher (scheduler.dispatcher), times are float seconds from a monotonic cloc
         # work-conserving: while a slot is free nothing waits (docs/admission.md)
     d.first_token(req_id, now, *, timed=True) -> None   # timed: a latency sample for the limit
     d.engine_waiting(count, now, *, running=None) -> None  # num_requests_waiting / _running
+    d.engine_policy(*, priority: bool) -> None  # the engine's policy (priority or fcfs), as
+                                              # learned; kept across reconfigure
+    d.engine_priority -> bool                 # config's pass_priority and the engine's policy
     d.max_awaiting -> int                     # the awaiting limit in force (scheduler.limiter)
     d.complete(req_id, now) -> bool           # frees the slot; False if not in flight
     d.cancel(req_id, now) -> bool             # queued: leaves the queue; in flight: frees the slot
@@ -47,6 +51,7 @@ Asyncio driver (scheduler.driver), for the gateway::
     ticket.promoted                           # released by the starvation bound
     ticket.sent_as                            # the tier whose engine priority it carries, or None
     drv.engine_waiting(count, *, running=None)  # from the agent's /metrics scrape
+    drv.engine_policy(*, priority)            # the agent pushes what it learned of the engine
     async with ticket: ...                    # releases on exit
     drv.reconfigure(config); drv.stats(); drv.start(); await drv.aclose()
 

@@ -1,4 +1,4 @@
-"""Tier config schema (DESIGN.md 3.1): parse, validate, serialise and diff.
+"""Tier config schema (docs/architecture.md#tier-config): parse, validate, serialise and diff.
 
 The seed's JSON is accepted verbatim; every extension has a default so that file stays valid.
 `config_to_dict` writes back only the fields that were given (or explicitly set), so a seed file
@@ -110,13 +110,15 @@ class AdmissionConfig(_Strict):
     # None: adapted to what the gateway observes (scheduler/limiter.py); a number: a hard cap.
     max_awaiting_first_token: PositiveInt | None = None
     reserved_slots: NonNegativeInt = 0
-    # False: the reserved slots always stand (DESIGN.md 3.2). True: at most one per request of
-    # the most urgent tier that arrived in the last 2 s (scheduler/rooms.py, `_standing_now`).
+    # False: the reserved slots always stand (docs/architecture.md#the-dispatchers-semantics). True:
+    # at most one per request of the most urgent tier that arrived in the last 2 s
+    # (scheduler/reserve.py, `Reserve`).
     reserve_follows_arrivals: StrictBool = False
     # False: the less urgent tiers may not take the last reserved slots of all in flight
-    # (DESIGN.md 3.2). True: every request but the most urgent tier's own, sent as its own,
-    # counts against a cap of the engine's sequences (learned from /metrics, at most
-    # max_in_flight) - reserved slots, and those take from the reserve (rooms.py, `_slot_room`).
+    # (docs/architecture.md#the-dispatchers-semantics). True: every request but the most urgent
+    # tier's own, sent as its own, counts against a cap of the engine's sequences (learned from
+    # /metrics, at most max_in_flight) - reserved slots, and those take from the reserve
+    # (scheduler/reserve.py, `Reserve.slot_room`).
     reserve_caps_lower_tiers: StrictBool = False
     pass_priority: StrictBool = True
     # The starvation bound: every less urgent tier with queued requests gets at least this
@@ -342,7 +344,7 @@ def effective_dict(config: TierConfig) -> dict[str, Any]:
 
 
 def default_config() -> TierConfig:
-    """The seed's three tiers (DESIGN.md 3.1)."""
+    """The seed's three tiers (docs/architecture.md#tier-config)."""
     return parse_config(
         {
             "scheduler": {

@@ -1,4 +1,5 @@
-"""The tiered dispatcher (DESIGN.md 3.2) as a pure state machine fed with events and a clock.
+"""The tiered dispatcher (docs/architecture.md, "The dispatcher's semantics") as a pure state
+machine fed with events and a clock.
 
 Nothing here reads a clock or does I/O: every call takes `now` (float seconds, monotonic), so
 the rules can be tested to the microsecond without sleeping.
@@ -9,7 +10,14 @@ A queued request older than its queue's `queue_timeout_ms`, else `admission.shed
 refused (503 + Retry-After). The queues' layout, chosen so that no decision costs time in
 proportion to queue depth, is in scheduler/queues.py.
 
-Choices where DESIGN.md is silent:
+Its state is in objects it owns, one per concept: the tiers' queues (`backlog`,
+scheduler/backlog.py), the released requests and their cap (`slots`, scheduler/slots.py), the
+slots kept for the most urgent tier (`reserve`, scheduler/reserve.py), the limits on requests
+awaiting their first token (`limits`, scheduler/awaiting.py) and the starvation bound's window
+(`shares`, scheduler/selection.py); the rules that weigh several of them are
+scheduler/rooms.py's.
+
+Choices the design leaves open:
 - tokens of a request (readiness and the per-release cap) = prompt_tokens + max_tokens;
 - a release takes the oldest request's length group first, in FIFO order, then the other groups
   by the age of their heads; it stops at the first request that would overflow
@@ -29,10 +37,12 @@ from __future__ import annotations
 
 from collections import deque
 
+from scheduler.awaiting import AwaitingLimits
+from scheduler.backlog import Backlog
 from scheduler.config import DEFAULT_MAX_IN_FLIGHT, TierConfig
-from scheduler.limiter import AwaitingLimit, RecentEvents
-from scheduler.queues import SWEEP_MIN_DEAD, Entry, Flight, TierQueue
-from scheduler.reserve import RecoveryReserve
+from scheduler.limiter import AwaitingLimit
+from scheduler.queues import Flight, TierQueue
+from scheduler.reserve import RecoveryReserve, Reserve
 from scheduler.rooms import Rooms
 from scheduler.selection import SHARE_WINDOW as SHARE_WINDOW  # re-exported for the tests
 from scheduler.selection import (
@@ -45,42 +55,26 @@ from scheduler.selection import (
     release_order,
     share_counted,
 )
+from scheduler.slots import Slots
 from scheduler.stats import retry_after_s, scheduler_stats
-from scheduler.types import (
-    QUEUE_FULL,
-    QUEUE_TIMEOUT,
-    PollResult,
-    Rejection,
-    Request,
-    SchedulerStats,
-)
+from scheduler.types import QUEUE_FULL, PollResult, Rejection, Request, SchedulerStats
 
 
-class Dispatcher(Rooms):
+class Dispatcher:
     """Holds the backlog per tier and decides what reaches the engine and when."""
 
     def __init__(
         self, config: TierConfig, *, default_max_in_flight: int = DEFAULT_MAX_IN_FLIGHT
     ) -> None:
         self._default_max_in_flight = default_max_in_flight
-        self._queued: dict[str, Entry] = {}
-        self._flight: dict[str, Flight] = {}
-        self._awaiting = 0
-        self._seq = 0
+        self.backlog = Backlog()
+        self.slots = Slots()
+        self.reserve = Reserve()
+        self.limits = AwaitingLimits(default_max_in_flight)
+        self.shares = ShareWindow()
+        self.rooms = Rooms(self.backlog, self.slots, self.reserve, self.limits, self.shares)
+        # The last releases (tier, at, size, tokens, padding), for stats.
         self._recent: deque[tuple[str, float, int, int, float]] = deque(maxlen=64)
-        self._tiers: dict[str, TierQueue] = {}
-        self._order: list[TierQueue] = []
-        self._shares = ShareWindow()
-        self._limit = 1  # the awaiting limit of the poll in progress
-        self._urgent_limit = 1  # the most urgent tier's (see `_limit_for`)
-        self.limiter = AwaitingLimit(None, self._default_max_in_flight)
-        self.recovery = RecoveryReserve(0.0, None)
-        self._recovery_cap: int | None = None  # in-flight cap of the less urgent tiers, if any
-        self._urgent_overload = False
-        self._freed = RecentEvents()
-        self._arrivals: dict[str, RecentEvents] = {}
-        self._standing = 0
-        self._feed: int | None = None
         self._apply(config)
 
     # -- configuration --------------------------------------------------------------------
@@ -89,34 +83,12 @@ class Dispatcher(Rooms):
         admission = config.scheduler.admission
         self.config = config
         cap = admission.max_in_flight
-        self.max_in_flight = cap if cap is not None else max(1, self._default_max_in_flight)
-        self.limiter.fixed = admission.max_awaiting_first_token
-        self.limiter.set_ceiling(self.max_in_flight)
-        self.reserved = min(admission.reserved_slots, self.max_in_flight - 1)
-        self.reserve_follows = admission.reserve_follows_arrivals
-        self.reserve_caps_lower = admission.reserve_caps_lower_tiers
-        hold = admission.recovery_hold_ms
-        self.recovery.configure(
-            float(admission.recovery_reserve), None if hold is None else hold / 1000.0
-        )
-        self.min_share = float(admission.min_share)
-        # vLLM's priority queue orders what waits inside the engine: a less urgent request
-        # awaiting its first token there does not delay a more urgent one, so it does not count
-        # against the more urgent tier's awaiting limit (the agent turns this off when the
-        # engine refuses `priority`).
-        self.engine_priority = admission.pass_priority
-        tiers: dict[str, TierQueue] = {}
-        for rank, name in enumerate(config.tiers_by_urgency()):
-            old = self._tiers.get(name)
-            if old is not None:
-                old.rank = rank
-                old.configure(config, rank)
-                tiers[name] = old
-            else:
-                tiers[name] = TierQueue(name, config, rank)
-        self._tiers = tiers
-        self._order = list(tiers.values())
-        self._arrivals = {name: got for name, got in self._arrivals.items() if name in tiers}
+        max_in_flight = cap if cap is not None else max(1, self._default_max_in_flight)
+        self.slots.max_in_flight = max_in_flight
+        self.limits.configure(admission, max_in_flight)
+        self.backlog.configure(config)
+        self.reserve.configure(admission, max_in_flight, self.backlog.tiers)
+        self.shares.min_share = float(admission.min_share)
 
     def reconfigure(
         self, config: TierConfig, now: float, *, default_max_in_flight: int | None = None
@@ -127,114 +99,62 @@ class Dispatcher(Rooms):
         del now  # decisions under the new config happen at the next poll
         if default_max_in_flight is not None:
             if default_max_in_flight != self._default_max_in_flight:
-                self.recovery.forget_engine()  # a new max_num_seqs: a new engine limit
+                self.reserve.recovery.forget_engine()  # a new max_num_seqs: a new engine limit
             self._default_max_in_flight = default_max_in_flight
         self._apply(config)
-        fallback = self._order[-1]
-        entries = sorted(self._queued.values(), key=lambda e: e.seq)
-        for tier in self._order:
-            tier.groups = [deque() for _ in range(len(tier.bounds) + 1)]
-            tier.dead = tier.depth = tier.queued_tokens = tier.in_flight = tier.awaiting = 0
-            tier.sent_as_own = 0
-            tier.owed_awaiting = 0
-        for entry in entries:
-            entry.tier = self._tiers.get(entry.tier.name, fallback)
-            entry.tier.put(entry)
-        for flight in self._flight.values():
-            flight.tier = self._tiers.get(flight.tier.name, fallback)
-            flight.counted = self._tiers.get(flight.counted.name, fallback)
-            flight.tier.in_flight += 1
-            flight.counted.awaiting += flight.awaiting
-            flight.tier.sent_as_own += flight.counted is flight.tier
-            flight.tier.owed_awaiting += flight.owed and flight.awaiting
+        self.backlog.requeue()
+        self.slots.rehome(self.backlog)
+
+    def engine_policy(self, *, priority: bool) -> None:
+        """The engine's scheduling policy, pushed by whoever learns it (the agent: from the
+        launch flags, the engine's first refusal of `priority`, its coming back up): True,
+        vLLM's priority policy; False, fcfs. With the config's `pass_priority` it makes
+        `engine_priority`; a reconfigure keeps it (scheduler/awaiting.py)."""
+        self.limits.engine_policy(priority=priority)
 
     # -- events -------------------------------------------------------------------------------
 
     def arrive(self, req: Request, now: float) -> Rejection | None:
         """Queue a request, or refuse it (429) when its tier's queue is full."""
-        tier = self._tiers.get(req.tier)
+        tier = self.backlog.tiers.get(req.tier)
         if tier is None:
             raise ValueError(f"unknown tier {req.tier!r}")
-        if req.id in self._queued or req.id in self._flight:
+        if req.id in self.backlog.entries or req.id in self.slots.flights:
             raise ValueError(f"request id {req.id!r} is already held")
         if tier.max_depth is not None and tier.depth >= tier.max_depth:
             tier.rejections[QUEUE_FULL] = tier.rejections.get(QUEUE_FULL, 0) + 1
             detail = f"queue {tier.name} is full"
             return Rejection(QUEUE_FULL, 429, retry_after_s(tier, now), detail)
-        self._seq += 1
-        entry = Entry(req, now, self._seq, tier)
-        tier.put(entry)
-        self._queued[req.id] = entry
-        if self.reserve_follows and not tier.rank:  # only the standing reserve reads them
-            self._arrivals.setdefault(tier.name, RecentEvents()).add(now)
+        self.backlog.queue(req, tier, now)
+        self.reserve.arrived(tier, now)
         return None
 
     def first_token(self, req_id: str, now: float, *, timed: bool = True) -> None:
         """The engine produced the request's first token: it no longer waits in the engine.
         `timed` False (a non-streamed answer counted as started at once): no latency sample."""
-        flight = self._flight.get(req_id)
-        if flight is not None and flight.awaiting:
-            flight.settle()
-            self._awaiting -= 1
-            if timed:
-                self.limiter.sample(now - flight.released_at, now, flight.tier.name)
+        flight = self.slots.first_token(req_id)
+        if flight is not None and timed:
+            self.limits.limiter.sample(now - flight.released_at, now, flight.tier.name)
 
     def engine_waiting(self, count: int, now: float, *, running: int | None = None) -> None:
         """The engine's own waiting-queue length (vLLM's `num_requests_waiting`), when known,
         and its running count (`num_requests_running`): together they show its sequence limit
         (scheduler/reserve.py)."""
-        self.limiter.engine_waiting(count, now)
+        self.limits.limiter.engine_waiting(count, now)
         if running is not None:
-            self.recovery.engine_reading(running, count)
-            if count > 0 and running > 0 and self._order and self._order[0].awaiting:
+            recovery = self.reserve.recovery
+            recovery.engine_reading(running, count)
+            if count > 0 and running > 0 and self.backlog.order and self.backlog.urgent.awaiting:
                 # Every sequence taken and a most urgent request waiting for one.
-                self.recovery.waited_in_engine(now, self.max_in_flight)
-
-    @property
-    def most_urgent(self) -> str:
-        return self._order[0].name
-
-    @property
-    def urgent_limit(self) -> int:
-        """The most urgent tier's awaiting limit in the last poll (see `_limit_for`)."""
-        return self._urgent_limit
-
-    @property
-    def urgent_feed(self) -> int | None:
-        """The overloaded most urgent tier's bound on its own awaiting in the last poll."""
-        return self._feed
-
-    @property
-    def max_awaiting(self) -> int:
-        """The current limit on released requests awaiting their first token."""
-        return self.limiter.value
+                recovery.waited_in_engine(now, self.slots.max_in_flight)
 
     def complete(self, req_id: str, now: float) -> bool:
         """A released request finished; its slot is free. False when it was not in flight."""
-        flight = self._flight.pop(req_id, None)
-        if flight is None:
-            return False
-        flight.tier.in_flight -= 1
-        flight.tier.sent_as_own -= flight.counted is flight.tier
-        self._freed.add(now)
-        if flight.awaiting:
-            flight.settle()
-            self._awaiting -= 1
-        return True
+        return self.slots.complete(req_id, now)
 
     def cancel(self, req_id: str, now: float) -> bool:
         """The client left: drop a queued request or free a released one's slot. Never raises."""
-        entry = self._queued.pop(req_id, None)
-        if entry is None:
-            return self.complete(req_id, now)
-        tier = entry.tier
-        entry.alive = False
-        tier.taken(entry)
-        tier.dead += 1
-        tier.cancelled += 1
-        if tier.dead > SWEEP_MIN_DEAD and tier.dead > tier.depth:
-            tier.sweep()
-        return True
+        return self.backlog.cancel(req_id) or self.slots.complete(req_id, now)
 
     # -- decisions ------------------------------------------------------------------------
 
@@ -245,72 +165,59 @@ class Dispatcher(Rooms):
         promoted: list[str] = []
         aged_ids: list[str] = []
         sent_as: dict[str, str] = {}
-        for tier in self._order:
-            if tier.timeout_s is not None and tier.depth:
-                self._expire(tier, now, rejected)
-        flight = self._flight
-        self._urgent_overload = self._urgent_overloaded(now)
-        if self._urgent_overload:
-            self.recovery.backed_up(now)
-        self._feed = self._feed_now(now)
-        self._recovery_cap = self.recovery.lower_cap(self.max_in_flight, now)
-        self._standing = self._standing_now(now)
-        self._limit = self.limiter.value
-        self._urgent_limit = self._limit
-        if self.engine_priority and self._order and self.limiter.adaptive:
-            extra = self._urgent_allowance(now)
-            self._urgent_limit = max(self._limit, min(self.max_in_flight, self._limit + extra))
+        backlog, slots, limits, rooms = self.backlog, self.slots, self.limits, self.rooms
+        order = backlog.order
+        backlog.expire(now, rejected)
+        overload = rooms.urgent_overloaded(now)
+        if overload:
+            self.reserve.recovery.backed_up(now)
+        limits.at_poll(order, overload, slots.max_in_flight, now)
+        self.reserve.at_poll(order, slots.max_in_flight, now)
+        queued = backlog.entries
+        flights = slots.flights
+        cap = slots.max_in_flight
+        has_room = rooms.has_room
         stuck: set[TierQueue] = set()  # tiers whose release found nothing it may send now
-        while self._queued and len(flight) < self.max_in_flight:
-            aged = aged_tier(self._order, now, self._has_room)
+        while queued and len(flights) < cap:
+            aged = aged_tier(order, now, has_room)
             if aged is not None:
                 self._release(aged, 1, now, released, sent_as)
                 aged_ids.append(released[-1].id)
                 continue
-            owed = self._owed_tier()
+            owed = rooms.owed_tier()
             if owed is not None:
-                # Counted as `share_counted` says (room: `_share_room`); newest first from a
-                # stale backlog (a live client).
-                counted = share_counted(self._order, owed)
+                # Counted as `share_counted` says (room: `Rooms.share_room`); newest first from
+                # a stale backlog (a live client).
+                counted = share_counted(order, owed)
                 lifo = owed.stale(now)
                 self._release(
                     owed, 1, now, released, sent_as, lifo=lifo, counted=counted, owed=True
                 )
                 promoted.append(released[-1].id)
                 continue
-            has_room = (
-                self._has_room if not stuck else lambda t: t not in stuck and self._has_room(t)
-            )
-            chosen = chosen_tier(self._order, now, has_room)
+            free = has_room if not stuck else lambda t: t not in stuck and has_room(t)
+            chosen = chosen_tier(order, now, free)
             if chosen is None:
                 break  # only reserved slots are left and only less urgent tiers wait
-            awaiting_room = self._limit_for(chosen) - self._awaiting_upto(chosen)
-            slots = self._slot_room(chosen)
-            room = min(slots, self._lower_room(chosen), awaiting_room, chosen.max_batch)
-            if chosen.promote_s is not None and self.engine_priority:
+            room = rooms.room(chosen)
+            if chosen.promote_s is not None and limits.engine_priority:
                 # Its first release counts one tier up, which holds the rest of it
                 # (selection.awaiting_upto): one at a time, as the rule says.
                 room = min(room, 1)
             before = len(released)
-            lifo = not chosen.rank and self._urgent_overload
+            lifo = not chosen.rank and limits.overload
             self._release(chosen, room, now, released, sent_as, lifo=lifo)
             if len(released) == before:
                 # Only stale requests of the most urgent tier, and no room one tier down: the
                 # slot goes to the next tier that may take it (work conservation).
                 stuck.add(chosen)
-        if any(self._held_by_limit(t) for t in self._order):
-            self.limiter.held_back()  # something waits and only the awaiting limit stops it
-        wakeup = next_wakeup(self._order, now)
-        lapse = self._standing_lapse(now)
+        if any(rooms.held_by_limit(t) for t in order):
+            limits.limiter.held_back()  # something waits and only the awaiting limit stops it
+        wakeup = next_wakeup(order, now)
+        lapse = self.reserve.lapse(order, now)
         if lapse is not None and (wakeup is None or lapse < wakeup):
             wakeup = lapse
         return PollResult(released, rejected, wakeup, promoted, aged_ids, sent_as)
-
-    def _expire(self, tier: TierQueue, now: float, out: list[tuple[Request, Rejection]]) -> None:
-        for entry in tier.pop_expired(now):
-            del self._queued[entry.req.id]
-            detail = f"waited over {tier.timeout_s:g} s in queue {tier.name}"
-            out.append((entry.req, Rejection(QUEUE_TIMEOUT, 503, retry_after_s(tier, now), detail)))
 
     def _release(
         self,
@@ -326,20 +233,25 @@ class Dispatcher(Rooms):
     ) -> None:
         """Release up to `room` of `tier`'s requests: oldest first, or with `lifo` (the tier is
         overloaded) newest first, the newest request's length group first. Each counts in the
-        awaiting of `counted` and goes to the engine as its request (see `_counted`)."""
+        awaiting of `counted` and goes to the engine as its request (`sent_as`)."""
         order = release_order(tier, lifo)
-        flight = self._flight
+        backlog, slots, rooms = self.backlog, self.slots, self.rooms
+        queued = backlog.entries
+        flights = slots.flights
         waits = tier.waits
+        shares = self.shares
         # Backed up, the most urgent tier's stale requests go as the next tier's.
         demote = (
-            demoted_tier(self._order, tier, self.engine_priority) if lifo and not counted else None
+            demoted_tier(backlog.order, tier, self.limits.engine_priority)
+            if lifo and not counted
+            else None
         )
         if counted is None:
-            counted = counted_tier(self._order, tier)
+            counted = counted_tier(backlog.order, tier)
         stale_s = tier.lifo_s if tier.lifo_s is not None else 0.0
-        feed = self._feed  # beyond it, fresh ones go as the next tier's too
+        feed = self.limits.feed  # beyond it, fresh ones go as the next tier's too
         home = counted
-        share_rule = self.min_share > 0
+        share_rule = shares.min_share > 0
         taken = 0
         tokens = 0
         longest = 0
@@ -355,29 +267,29 @@ class Dispatcher(Rooms):
                 if taken and tokens + entry.tokens > tier.max_tokens:
                     full = True
                     break
-                if taken and share_rule and self._owed_tier(besides=tier) is not None:
+                if taken and share_rule and rooms.owed_tier(besides=tier) is not None:
                     full = True  # another tier is owed its share: it goes next
                     break
                 counted = home
                 if demote is not None and (
                     now - entry.arrived > stale_s or (feed is not None and home.awaiting >= feed)
                 ):
-                    if not self._has_room(demote):
+                    if not rooms.has_room(demote):
                         full = True  # no room one tier down for what is left (newest first)
                         break
                     counted = demote
                 dq.pop() if lifo else dq.popleft()
-                del self._queued[entry.req.id]
+                del queued[entry.req.id]
                 tier.taken(entry)
                 req = entry.req
-                flight[req.id] = Flight(req, tier, now, counted, owed)
+                flights[req.id] = Flight(req, tier, now, counted, owed)
                 tier.owed_awaiting += owed
                 if counted is not tier:
                     sent_as[req.id] = counted.name
                 out.append(req)
                 waits.append(now - entry.arrived)
-                self._shares.count(tier.name, entry.tokens)
-                self._awaiting += 1
+                shares.count(tier.name, entry.tokens)
+                slots.awaiting += 1
                 counted.awaiting += 1
                 tier.sent_as_own += counted is tier
                 taken += 1
@@ -398,44 +310,85 @@ class Dispatcher(Rooms):
 
     def tier_of(self, req_id: str) -> str | None:
         """The tier a held request belongs to now (it may have moved on reconfigure)."""
-        entry = self._queued.get(req_id)
+        entry = self.backlog.entries.get(req_id)
         if entry is not None:
             return entry.tier.name
-        flight = self._flight.get(req_id)
+        flight = self.slots.flights.get(req_id)
         return flight.tier.name if flight is not None else None
 
     def is_queued(self, req_id: str) -> bool:
-        return req_id in self._queued
+        return req_id in self.backlog.entries
 
     def is_in_flight(self, req_id: str) -> bool:
-        return req_id in self._flight
+        return req_id in self.slots.flights
 
     @property
     def in_flight(self) -> int:
-        return len(self._flight)
+        return len(self.slots.flights)
 
     @property
     def awaiting_first_token(self) -> int:
-        return self._awaiting
+        return self.slots.awaiting
 
     @property
     def queued(self) -> int:
         """Requests held in the gateway's queues, all tiers."""
-        return len(self._queued)
+        return len(self.backlog.entries)
+
+    @property
+    def max_in_flight(self) -> int:
+        """The cap on requests in flight in force (the config's, else the caller's default)."""
+        return self.slots.max_in_flight
+
+    @property
+    def engine_priority(self) -> bool:
+        """The engine orders its queue by the `priority` the gateway sends (the config's
+        `pass_priority` and the engine's policy, `engine_policy`)."""
+        return self.limits.engine_priority
+
+    @property
+    def limiter(self) -> AwaitingLimit:
+        """The awaiting-first-token limit (scheduler/limiter.py)."""
+        return self.limits.limiter
+
+    @property
+    def recovery(self) -> RecoveryReserve:
+        """The recovery reserve (scheduler/reserve.py)."""
+        return self.reserve.recovery
+
+    @property
+    def most_urgent(self) -> str:
+        return self.backlog.urgent.name
+
+    @property
+    def urgent_limit(self) -> int:
+        """The most urgent tier's awaiting limit in the last poll (`AwaitingLimits.limit_for`)."""
+        return self.limits.urgent_limit
+
+    @property
+    def urgent_feed(self) -> int | None:
+        """The overloaded most urgent tier's bound on its own awaiting in the last poll."""
+        return self.limits.feed
+
+    @property
+    def max_awaiting(self) -> int:
+        """The current limit on released requests awaiting their first token."""
+        return self.limits.limiter.value
 
     def stats(self, now: float) -> SchedulerStats:
+        max_in_flight = self.slots.max_in_flight
         return scheduler_stats(
             now,
-            self._order,
-            in_flight=len(self._flight),
-            awaiting=self._awaiting,
-            max_in_flight=self.max_in_flight,
+            self.backlog.order,
+            in_flight=len(self.slots.flights),
+            awaiting=self.slots.awaiting,
+            max_in_flight=max_in_flight,
             max_awaiting=self.max_awaiting,
-            reserved=self._reserved_now(),
+            reserved=self.reserve.reserved_now(max_in_flight),
             recent=list(self._recent),
-            shares=self._shares.counts,
-            work=self._shares.work,
-            limiter=self.limiter,
-            feed=self._feed,
-            sequences=self.recovery.sequences_seen,
+            shares=self.shares.counts,
+            work=self.shares.work,
+            limiter=self.limits.limiter,
+            feed=self.limits.feed,
+            sequences=self.reserve.recovery.sequences_seen,
         )

@@ -155,6 +155,15 @@ class AsyncDispatcher:
         )
         self._schedule_pump()
 
+    def engine_policy(self, *, priority: bool) -> None:
+        """The engine's scheduling policy as the agent learned it (`Dispatcher.engine_policy`).
+        A change changes which awaiting requests count against a release: the next poll may
+        release what waits."""
+        before = self.dispatcher.engine_priority
+        self.dispatcher.engine_policy(priority=priority)
+        if self.dispatcher.engine_priority != before:
+            self._schedule_pump()
+
     def stats(self) -> SchedulerStats:
         return self.dispatcher.stats(self._clock())
 

@@ -1,4 +1,5 @@
-"""The adaptive limit on released requests still awaiting their first token (DESIGN.md 3.2).
+"""The adaptive limit on released requests still awaiting their first token
+(docs/architecture.md#the-dispatchers-semantics).
 
 Why a limit at all: a released request that has not produced its first token is, to the
 gateway, waiting or prefilling in the engine. While few such requests exist, the engine's own

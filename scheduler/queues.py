@@ -178,6 +178,25 @@ class TierQueue(TierBook):
         self.depth -= 1
         self.queued_tokens -= entry.tokens
 
+    def cancel(self, entry: Entry) -> None:
+        """`entry`'s client left while it was queued: it is marked dead where it lies (O(1)),
+        and the dead are swept in one pass once they outnumber the live ones."""
+        entry.alive = False
+        self.taken(entry)
+        self.dead += 1
+        self.cancelled += 1
+        if self.dead > SWEEP_MIN_DEAD and self.dead > self.depth:
+            self.sweep()
+
+    def clear(self) -> None:
+        """Empty the queue and zero the counts of its requests, queued and in flight: a
+        reconfigure counts each of them again where it now belongs (`Backlog.requeue`,
+        `Slots.rehome`). The history (released, waits, rejections) stays."""
+        self.groups = [deque() for _ in range(len(self.bounds) + 1)]
+        self.dead = self.depth = self.queued_tokens = self.in_flight = self.awaiting = 0
+        self.sent_as_own = 0
+        self.owed_awaiting = 0
+
     def pop_expired(self, now: float) -> list[Entry]:
         """Remove and return the live requests that have waited `timeout_s` (the heads of
         each group, dead ones dropped on the way), counting them as timed out."""

@@ -1,16 +1,25 @@
-"""The recovery reserve: engine sequences kept for the most urgent tier after an overload.
+"""The reserve: slots the less urgent tiers leave to the most urgent one (`Reserve`, owned by
+the dispatcher). Two rules make it up: the standing reserve of `reserved_slots`
+(docs/admission.md, "A standing reserve"), and the recovery reserve (`RecoveryReserve`),
+engine sequences kept for the most urgent tier after an overload.
 
-Why: neither vLLM nor the simulator preempts a running request for a more urgent one (only when
-the KV cache runs out). After an overload, a work-conserving gateway fills every engine
-sequence with the less urgent backlog (batch and offline streams run for seconds), and a new
-online request, first in the engine's queue, still waits for one of them to end: online TTFT
-stays at several times its baseline until that backlog has drained (docs/performance.md,
-"Overload and recovery").
+The standing reserve: the less urgent tiers leave the last `reserved_slots` of `max_in_flight`
+to the most urgent; with `reserve_follows_arrivals`, at most one slot per request of that tier
+that arrived in the last RATE_WINDOW_S (a reserve kept while it sends nothing only idles engine
+sequences); with `reserve_caps_lower_tiers`, every other request in flight counts against a cap
+of the engine's sequences less the reserve instead (`Reserve.slot_room`).
 
-The rule (docs/admission.md, "Recovery"):
+The recovery reserve, why: neither vLLM nor the simulator preempts a running request for a
+more urgent one (only when the KV cache runs out). After an overload, a work-conserving gateway
+fills every engine sequence with the less urgent backlog (batch and offline streams run for
+seconds), and a new online request, first in the engine's queue, still waits for one of them to
+end: online TTFT stays at several times its baseline until that backlog has drained
+(docs/performance.md, "Overload and recovery").
+
+Its rule (docs/admission.md, "Recovery"):
 - it starts when the most urgent tier is overloaded in the gateway (its oldest queued request
   has waited over `lifo_after_ms` and its backlog is more than the engine clears soon,
-  `Rooms._urgent_overloaded`): an overload, not a busy engine;
+  `Rooms.urgent_overloaded`, scheduler/rooms.py): an overload, not a busy engine;
 - while it holds, a less urgent tier may take a slot only while fewer than
   `sequences - reserve` requests (of any tier) are in flight, `reserve =
   ceil(recovery_reserve x sequences)` (at most `sequences - 1`): trunk reservation, so that
@@ -28,7 +37,7 @@ for a bounded time after each overload.
 `sequences`: the smallest of `max_in_flight` and the most running requests the engine reported
 while its own queue was not empty (vLLM's `num_requests_running` and `num_requests_waiting`,
 scraped from /metrics); until such a reading, `max_in_flight`. The capped standing reserve
-counts against the same figure (scheduler/rooms.py, `_slot_room`).
+counts against the same figure (`Reserve.slot_room`).
 
 Pure and deterministic: every input carries `now`.
 """
@@ -36,6 +45,15 @@ Pure and deterministic: every input carries `now`.
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
+from typing import TYPE_CHECKING
+
+from scheduler.config import AdmissionConfig
+from scheduler.limiter import RecentEvents
+from scheduler.queues import TierQueue
+
+if TYPE_CHECKING:
+    from scheduler.slots import Slots
 
 # After the hold the reserve is given back one sequence per RAMP_S seconds, not at once: the
 # less urgent streams it let start hold their sequences for seconds, so a sudden return of
@@ -105,3 +123,115 @@ class RecoveryReserve:
         now; None: no limit from the reserve."""
         reserve = self._reserve(max_in_flight, now)
         return None if reserve == 0 else self.sequences(max_in_flight) - reserve
+
+
+class Reserve:
+    """The standing and the recovery reserve of the dispatcher's slots (the module docstring).
+    `standing` and `recovery_cap` are as of the last poll (`at_poll`): every decision of a
+    poll sees the same reserve."""
+
+    __slots__ = (
+        "arrivals",
+        "caps_lower",
+        "follows",
+        "recovery",
+        "recovery_cap",
+        "reserved",
+        "standing",
+    )
+
+    def __init__(self) -> None:
+        self.reserved = 0  # `reserved_slots`, below `max_in_flight`
+        self.follows = False  # `reserve_follows_arrivals`
+        self.caps_lower = False  # `reserve_caps_lower_tiers`
+        self.recovery = RecoveryReserve(0.0, None)
+        # The most urgent tier's arrivals, while the standing reserve follows them.
+        self.arrivals: dict[str, RecentEvents] = {}
+        self.standing = 0  # the standing reserve (`_standing_now`)
+        self.recovery_cap: int | None = None  # the less urgent tiers' in-flight cap, if any
+
+    def configure(
+        self, admission: AdmissionConfig, max_in_flight: int, tiers: Collection[str]
+    ) -> None:
+        self.reserved = min(admission.reserved_slots, max_in_flight - 1)
+        self.follows = admission.reserve_follows_arrivals
+        self.caps_lower = admission.reserve_caps_lower_tiers
+        hold = admission.recovery_hold_ms
+        self.recovery.configure(
+            float(admission.recovery_reserve), None if hold is None else hold / 1000.0
+        )
+        self.arrivals = {name: got for name, got in self.arrivals.items() if name in tiers}
+
+    def arrived(self, tier: TierQueue, now: float) -> None:
+        """A request of `tier` was queued at `now`: only the most urgent tier's count, and
+        only while the standing reserve follows them."""
+        if self.follows and not tier.rank:
+            self.arrivals.setdefault(tier.name, RecentEvents()).add(now)
+
+    def at_poll(self, order: list[TierQueue], max_in_flight: int, now: float) -> None:
+        """The reserve for the poll at `now` (after the recovery reserve heard of a backlog)."""
+        self.recovery_cap = self.recovery.lower_cap(max_in_flight, now)
+        self.standing = self._standing_now(order, now)
+
+    def _standing_now(self, order: list[TierQueue], now: float) -> int:
+        """The standing reserve: `reserved_slots`; with `reserve_follows_arrivals`, at most one
+        slot per request of the most urgent tier that arrived in the last RATE_WINDOW_S. The
+        reserve is there for that tier's arrivals; kept while it sends nothing (a quiet hour,
+        or the lower tiers' backlog draining after a busy spell) it only idles engine
+        sequences."""
+        if not self.follows or not self.reserved or not order:
+            return self.reserved
+        recent = self.arrivals.get(order[0].name)
+        return 0 if recent is None else min(self.reserved, recent.count(now))
+
+    def lapse(self, order: list[TierQueue], now: float) -> float | None:
+        """When the standing reserve next shrinks by time alone, if a less urgent tier waits
+        (a poll then: the freed slot is theirs). None: no such moment matters."""
+        if not (self.follows and self.standing):
+            return None
+        if not any(tier.depth for tier in order[1:]):
+            return None
+        return self.arrivals[order[0].name].falls_below(self.standing, now)
+
+    def slot_room(self, tier: TierQueue, slots: Slots, urgent: TierQueue) -> int:
+        """Slots `tier` may take under `max_in_flight` and the standing reserve; 0 or less:
+        none. The less urgent tiers leave the reserve's last slots to the most urgent
+        (`urgent`); with `reserve_caps_lower_tiers` every other request in flight counts
+        against a cap of the engine's sequences - the reserve instead, so that the most urgent
+        tier's own requests take from the reserve first and leave no slot idle. Only a request
+        of the most urgent tier sent as its own is outside the cap: a stale one sent on as the
+        next tier's (the overload rules) leaves the reserve to new ones, as in the recovery
+        reserve, and a less urgent one promoted or owed to its priority, or of a tier whose
+        age bound sends it one tier up (`counted_tier`), is still less urgent work.
+        The engine's sequences are `max_in_flight` or, once a /metrics reading showed fewer
+        running while the engine queued, that many (`RecoveryReserve.sequences`): with
+        `max_in_flight` above the engine's limit the most urgent tier may wait in a priority
+        engine's own queue, first there, and take the next sequence that ends without the
+        gateway's hand-off."""
+        free = slots.max_in_flight - len(slots.flights)
+        standing = self.standing
+        if not tier.rank or not standing:
+            return free
+        if not self.caps_lower:
+            return free - standing
+        sequences = self.recovery.sequences(slots.max_in_flight)
+        lower = len(slots.flights) - urgent.sent_as_own
+        return min(free, sequences - min(standing, sequences - 1) - lower)
+
+    def lower_room(self, tier: TierQueue, slots: Slots) -> int:
+        """Slots a less urgent `tier` may still take while the recovery reserve holds: under
+        its cap on the in-flight count."""
+        cap = self.recovery_cap
+        if not tier.rank or cap is None:
+            return slots.max_in_flight
+        return max(0, cap - len(slots.flights))
+
+    def reserved_now(self, max_in_flight: int) -> int:
+        """Slots the less urgent tiers leave to the most urgent (as of the last poll): the
+        standing reserve, or while the recovery reserve holds, the engine sequences it keeps
+        (of the engine's sequences, not of a `max_in_flight` far above what the engine
+        runs)."""
+        cap = self.recovery_cap
+        if cap is None:
+            return self.standing
+        return max(self.standing, self.recovery.sequences(max_in_flight) - cap)

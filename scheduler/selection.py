@@ -1,13 +1,14 @@
-"""Which queued requests the dispatcher releases next (DESIGN.md 3.2): its release rules as
-pure functions of the tiers' queues (scheduler/queues.py); scheduler/dispatcher.py holds the
-state, applies them and keeps the counts.
+"""Which queued requests the dispatcher releases next
+(docs/architecture.md#the-dispatchers-semantics): its release rules as pure functions of the tiers'
+queues (scheduler/queues.py); scheduler/dispatcher.py holds the state, applies them and keeps the
+counts.
 
 The release rule, each time `Dispatcher.poll` runs, while a slot is free (in-flight under
 `max_in_flight` and awaiting-first-token under its limit, scheduler/limiter.py; with
 `pass_priority` the engine's priority queue lets a more urgent request overtake the less urgent
 ones waiting there, so only awaiting requests of tiers at least as urgent count against a tier's
 release, and the most urgent tier's limit has half a second of its first tokens and the less
-urgent tiers' awaiting count on top, `Dispatcher._urgent_allowance`; a tier with an age bound
+urgent tiers' awaiting count on top, scheduler/awaiting.py; a tier with an age bound
 is held while a more urgent request awaits, `awaiting_upto`):
 0. the age bound: the oldest request past its tier's `promote_after_ms` goes as a request of
    the next more urgent tier (its room, its awaiting count, its engine priority), `aged_tier`;
@@ -55,11 +56,13 @@ class ShareWindow:
     engine work (`work`: prompt plus maximum output tokens, `Entry.tokens`), and the work of
     all of them (`total`). The starvation bound compares work, not requests: an offline
     request holds a sequence many times as long as an online one, so a share of releases
-    would be a far larger share of the engine (docs/admission.md, "Starvation bound")."""
+    would be a far larger share of the engine (docs/admission.md, "Starvation bound").
+    `min_share`: the floor a less urgent tier's share is owed (`admission.min_share`)."""
 
-    __slots__ = ("counts", "released", "total", "work")
+    __slots__ = ("counts", "min_share", "released", "total", "work")
 
     def __init__(self) -> None:
+        self.min_share = 0.0
         self.released: deque[tuple[str, int]] = deque()
         self.counts: dict[str, int] = {}
         self.work: dict[str, int] = {}

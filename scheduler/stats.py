@@ -1,4 +1,5 @@
-"""Per-tier counters and their summary as plain data (the observability half of DESIGN.md 3.2).
+"""Per-tier counters and their summary as plain data (the observability half of
+docs/architecture.md#the-dispatchers-semantics).
 
 Everything kept here is bounded: recent queue waits and drain events live in fixed-size deques,
 so memory and the cost of a summary do not grow with traffic.

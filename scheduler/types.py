@@ -106,7 +106,7 @@ class SchedulerStats:
     first_token_recent_s: float | None = None  # its recent (weighted mean) first-token latency
     engine_waiting: int | None = None  # the engine's last reported waiting count
     # The backed-up most urgent tier's feed as of the last poll (None: not backed up, or no
-    # feed: an FCFS engine or a fixed limit); scheduler/rooms.py.
+    # feed: an FCFS engine or a fixed limit); scheduler/awaiting.py.
     awaiting_feed: int | None = None
     # The engine's sequence limit as learned from /metrics (the most it ran while it queued;
     # scheduler/reserve.py), None until such a reading: what the recovery reserve keeps of.

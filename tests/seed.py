@@ -1,5 +1,5 @@
 """Seed 000's tier config, verbatim, as the tests use it: read from the one copy of the file
-(tests/tuning/data/seed_tiers.json, the same as shared/conformance/data/seed_tiers.json)."""
+(tests/tuning/data/seed_tiers.json; docs/architecture.md#tier-config)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""The real-engine environment (DESIGN.md 8.1): vLLM's CPU build in a cached venv of its own,
-and a tiny random Llama generated locally from a seed. Not product code: the tests under
-tests/vllm/, `make vllm-env`, `make test-vllm` and `perf.headline --engine vllm` use it.
+"""The real-engine environment (docs/development.md#a-real-vllm-in-the-loop): vLLM's CPU build in a
+cached venv of its own, and a tiny random Llama generated locally from a seed. Not product code: the
+tests under tests/vllm/, `make vllm-env`, `make test-vllm` and `lab.headline --engine vllm` use it.
 
     python -m tools.vllm_env build          # the venv (if missing or its pin changed) + model
     python -m tools.vllm_env info           # paths and pins, as JSON
@@ -130,7 +130,7 @@ def require() -> Path:
     return python()
 
 
-# Where a benchmark's vLLM runs (`--engine-cores` of perf.headline and perf.engine_windows):
+# Where a benchmark's vLLM runs (`--engine-cores` of lab.headline and lab.engine_windows):
 # - own: vLLM and its OpenMP threads on core 0, the load generator and the gateway on the rest;
 # - shared: one OpenMP thread bound to every core, nothing else pinned;
 # - auto: vLLM's own default (VLLM_CPU_OMP_THREADS_BIND=auto, vllm/utils/ompmultiprocessing.py):

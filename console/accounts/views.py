@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.models import AnonymousUser, User
 from django.core.exceptions import PermissionDenied
+from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.cache import never_cache
@@ -15,9 +17,11 @@ from console.accounts.models import ApiToken
 from console.core.roles import ADMIN, VIEWER, has_role, require_role
 
 
-def visible_tokens(user: object) -> object:
+def visible_tokens(user: User | AnonymousUser) -> QuerySet[ApiToken]:
     tokens = ApiToken.objects.select_related("user", "revoked_by")
-    return tokens if has_role(user, ADMIN) else tokens.filter(user=user)
+    if has_role(user, ADMIN):
+        return tokens
+    return tokens.filter(user=user) if isinstance(user, User) else tokens.none()
 
 
 @require_http_methods(["GET", "POST"])

@@ -1,1 +1,1 @@
-"""Audit log: who changed what, when, from where (DESIGN.md 4)."""
+"""Audit log: who changed what, when, from where (docs/architecture.md#rollouts-and-rollbacks)."""

@@ -13,7 +13,8 @@ from console.core.roles import OPERATOR, require_role
 
 @login_required
 def event_list(request: HttpRequest) -> HttpResponse:
-    # DESIGN.md 8: actors and source addresses are for operators and admins, as in the API.
+    # docs/architecture.md#security-and-reliability: actors and source addresses are for operators
+    # and admins, as in the API.
     require_role(request, OPERATOR)
     error = ""
     try:

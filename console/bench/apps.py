@@ -1,4 +1,5 @@
-"""The bench app: benchmark runs, their request samples, comparisons (DESIGN.md 6).
+"""The bench app: benchmark runs, their request samples, comparisons
+(docs/architecture.md#benchmarks).
 
 Kept out of console/bench/__init__.py on purpose: that package also holds the Django-free
 load generator, which must import without Django configured."""

@@ -137,6 +137,7 @@ def execute_run(run_id: int) -> str:
         }
         if not cancelled:
             fields["progress_percent"] = 100.0
+        status: str
         if cancelled:
             status = RunStatus.CANCELLED
             reason = "cancelled by a user; results cover the requests completed"

@@ -178,7 +178,9 @@ class RunForm(WorkloadFields):
         return data
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        # Form.clean returns cleaned_data itself; the stubs type that as optional.
+        super().clean()
+        data = self.cleaned_data
         endpoint: Endpoint | None = data.get("endpoint")
         if endpoint is None or self.errors:
             return data

@@ -1,4 +1,4 @@
-"""Benchmark runs and their per-request samples (DESIGN.md 6).
+"""Benchmark runs and their per-request samples (docs/architecture.md#benchmarks).
 
 A run is written by two hands: the console creates it (pending) and the Celery task claims
 it (running), reports progress into it, and stores the results. Status changes that race

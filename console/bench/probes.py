@@ -1,5 +1,5 @@
 """The engine state a run inherits and meets: prefix-cache reset before it, the engine's
-counters and the machines' load before and after (DESIGN.md 6, A/A stability).
+counters and the machines' load before and after (docs/architecture.md#benchmarks, A/A stability).
 
 A node gateway (endpoint kind `gateway`) is reached through its agent's benchmark controls
 (docs/protocol.md), with the endpoint's own all-tier key. A direct vLLM or simulator (kind

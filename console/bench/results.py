@@ -88,7 +88,7 @@ def telemetry_rows(run: BenchmarkRun) -> list[dict[str, Any]]:
         .values("node__name", "ts", "gpu_util", "kv_cache_usage", "queue_depth", "gpu_source")
     )
     return [
-        {**r, "node": r.pop("node__name"), "t": (r["ts"] - run.started_at).total_seconds()}
+        {**r, "node": r["node__name"], "t": (r["ts"] - run.started_at).total_seconds()}
         for r in rows
     ]
 

@@ -104,7 +104,7 @@ def compare_sides(
     result: dict[str, Any] = {}
     level = per_metric_confidence(len(METRICS) + len(THROUGHPUT))
     for tier in tiers:
-        metrics = []
+        metrics: list[dict[str, Any]] = []
         for key, field, q in METRICS:
             runs_a = [finite(x[tier][field]) for x in arrays_a if tier in x]
             runs_b = [finite(x[tier][field]) for x in arrays_b if tier in x]

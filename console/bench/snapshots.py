@@ -1,4 +1,5 @@
-"""What a run's target ran when the run started: the configuration snapshot (DESIGN.md 6)."""
+"""What a run's target ran when the run started: the configuration snapshot
+(docs/architecture.md#benchmarks)."""
 
 from __future__ import annotations
 

@@ -75,7 +75,9 @@ def run_quick(request: HttpRequest) -> HttpResponse:
     require_role(request, OPERATOR)
     form = QuickRunForm(request.POST)
     if not form.is_valid():
-        messages.error(request, "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items()))
+        messages.error(
+            request, "; ".join(f"{k}: {' '.join(map(str, v))}" for k, v in form.errors.items())
+        )
         return redirect("bench:run-list")
     endpoint: Endpoint = form.cleaned_data["endpoint"]
     model = services.default_model(endpoint)
@@ -152,7 +154,7 @@ def _info_context(request: HttpRequest, run: BenchmarkRun) -> dict[str, Any]:
         "can_run": has_role(request.user, OPERATOR),
         "default_repeats": repeats.DEFAULT_REPEATS,
     }
-    if run.series_id:
+    if run.series is not None:
         context["series_runs"] = list(run.series.runs.order_by("pk").values_list("pk", "status"))
         context["series_active"] = any(
             st in (RunStatus.PENDING, RunStatus.RUNNING) for _, st in context["series_runs"]
@@ -232,7 +234,7 @@ def run_export_json(request: HttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 @require_GET
-def run_export_csv(request: HttpRequest, pk: int) -> HttpResponse:
+def run_export_csv(request: HttpRequest, pk: int) -> StreamingHttpResponse:
     require_role(request, VIEWER)
     run = _run(pk)
     response = StreamingHttpResponse(results.csv_lines(run), content_type="text/csv")

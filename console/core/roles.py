@@ -1,4 +1,5 @@
-"""Roles as Django groups: viewer < operator < admin (DESIGN.md 8).
+"""Roles as Django groups: viewer < operator < admin
+(docs/architecture.md#security-and-reliability).
 
 viewer reads; operator runs benchmarks, rollouts and rollbacks; admin manages endpoints, keys,
 nodes and users. A superuser counts as admin. A view or viewset names the role its unsafe

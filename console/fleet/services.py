@@ -192,7 +192,8 @@ def import_env(
 
 
 def agent_commands(console_url: str, token: str) -> dict[str, str]:
-    """The exact command lines that start this node's agent (DESIGN.md 9)."""
+    """The exact command lines that start this node's agent
+    (docs/architecture.md#stable-interfaces)."""
     base = [
         "python",
         "-m",
@@ -374,8 +375,9 @@ def set_desired(
 
 
 def ensure_gateway_endpoint(node: Node) -> Endpoint | None:
-    """The console's own all-tier endpoint for this node's gateway (DESIGN.md 3): created with
-    a fresh key the first time the node reports a listen URL, repointed when the URL moves."""
+    """The console's own all-tier endpoint for this node's gateway
+    (docs/architecture.md#the-request-path): created with a fresh key the first time the node
+    reports a listen URL, repointed when the URL moves."""
     if not node.listen_url:
         return None
     base_url = node.listen_url.rstrip("/") + "/v1"

@@ -2,8 +2,9 @@
 
 `stream_chat` yields a `Delta` per non-empty chunk and ends with one `Outcome`. Timing is the
 console's own (send -> first non-empty delta of any kind: content, reasoning or tool call),
-so it includes the network between the console and the endpoint; TPOT follows DESIGN.md 6,
-`(e2e - ttft) / (completion_tokens - 1)`, with the token count from the server's `usage`.
+so it includes the network between the console and the endpoint; TPOT follows
+docs/architecture.md#benchmarks, `(e2e - ttft) / (completion_tokens - 1)`, with the token count from
+the server's `usage`.
 """
 
 from __future__ import annotations

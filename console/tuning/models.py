@@ -1,4 +1,5 @@
-"""Tier configs and launch profiles as immutable, numbered versions (DESIGN.md 3.1, 4).
+"""Tier configs and launch profiles as immutable, numbered versions
+(docs/architecture.md#tier-config and #rollouts-and-rollbacks).
 
 A version is never edited: a change is a new row with the next number under the same name, so
 anything that references a version (a node, a rollout) keeps meaning exactly what it meant.

@@ -20,7 +20,8 @@ from collections.abc import Iterable
 from typing import Any
 
 # A copy of loadgen.kstamps (the one definition), since gpu_agent may import only the
-# scheduler (DESIGN.md 2); tests/sim/test_kernel_stamps.py holds the two equal.
+# scheduler (docs/architecture.md#packages-and-what-they-may-import);
+# tests/sim/test_kernel_stamps.py holds the two equal.
 SO_TIMESTAMPNS: int = getattr(socket, "SO_TIMESTAMPNS", 35)
 TIMESPEC = struct.Struct("@qq")  # struct timespec: seconds, nanoseconds
 ANCILLARY_SIZE = socket.CMSG_SPACE(TIMESPEC.size)

@@ -1,6 +1,6 @@
 """Admission with the seed's tier config verbatim (issue 16), real processes end to end.
 
-Engines: perf/bench_gateway.py's raw upstream (a fixed time to the first token, then 16
+Engines: lab/bench_gateway.py's raw upstream (a fixed time to the first token, then 16
 chunks) and the simulator. Gateway and direct requests are interleaved in one run and only
 compared with each other, with margins wide enough for a loaded 2-core machine: the old
 behaviour missed them by far (a 200 ms window waited out; a cap of 4 awaiting = 20 req/s with
@@ -43,7 +43,7 @@ def upstreams() -> Iterator[dict[str, str]]:
     try:
         for name, ttft in (("fast", "20"), ("slow", "200")):
             port = free_port()
-            argv = [sys.executable, str(ROOT / "perf" / "bench_gateway.py"), "upstream",
+            argv = [sys.executable, str(ROOT / "lab" / "bench_gateway.py"), "upstream",
                     "--port", str(port), "--ttft-ms", ttft]  # fmt: skip
             procs.append(subprocess.Popen(argv, stdout=subprocess.DEVNULL))
             urls[name] = f"http://127.0.0.1:{port}"

@@ -1,5 +1,5 @@
 """Admission under overload (issue 16): the age bound, adaptive LIFO and the sojourn bound,
-with real processes (the gateway in front of perf/bench_gateway.py's raw upstream, 60 ms to
+with real processes (the gateway in front of lab/bench_gateway.py's raw upstream, 60 ms to
 the first token, one stream at a time, so the backlog is in the gateway and its order is the
 gateway's alone).
 
@@ -36,7 +36,7 @@ _TOKEN = re.compile(r'"content":\s*"[^"]')  # a token, not the simulator's empty
 @pytest.fixture(scope="module")
 def upstream() -> Iterator[str]:
     port = free_port()
-    argv = [sys.executable, str(ROOT / "perf" / "bench_gateway.py"), "upstream",
+    argv = [sys.executable, str(ROOT / "lab" / "bench_gateway.py"), "upstream",
             "--port", str(port), "--ttft-ms", "60", "--slots", "1"]  # fmt: skip
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"

@@ -1,6 +1,6 @@
-"""The gateway's error contract (DESIGN.md 3): body errors are 400s naming the field, the
-engine's own errors come back in the gateway's shape with the engine's message, every 429 and
-503 carries Retry-After; and the client never sets vLLM's `priority`."""
+"""The gateway's error contract (docs/architecture.md#the-request-path): body errors are 400s naming
+the field, the engine's own errors come back in the gateway's shape with the engine's message, every
+429 and 503 carries Retry-After; and the client never sets vLLM's `priority`."""
 
 from __future__ import annotations
 

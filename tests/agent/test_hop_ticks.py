@@ -96,7 +96,7 @@ class Upstream(asyncio.Protocol):
 
 
 def _bare_proxy(upstream: str) -> Any:
-    """The floor: uvicorn + one aiohttp session, nothing else (perf/bench_gateway.py's)."""
+    """The floor: uvicorn + one aiohttp session, nothing else (lab/bench_gateway.py's)."""
     state: dict[str, aiohttp.ClientSession] = {}
 
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:

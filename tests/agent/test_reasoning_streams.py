@@ -1,6 +1,7 @@
-"""Thinking and tool-calling streams through the gateway (DESIGN.md 3.2): their first delta,
-reasoning or a tool call with null content, is their first token, so they do not hold the
-awaiting-first-token slots until they end.
+"""Thinking and tool-calling streams through the gateway
+(docs/architecture.md#the-dispatchers-semantics): their first delta, reasoning or a tool call with
+null content, is their first token, so they do not hold the awaiting-first-token slots until they
+end.
 
 The seed's tier config with `max_awaiting_first_token` 4; eight long streams whose whole
 answer is reasoning (or one tool call); online requests sent while they run must still be

@@ -1,6 +1,6 @@
-"""Clients slower than the engine (DESIGN.md 3): the engine slot goes back when the engine has
-finished, however slowly the client reads; a client that stops reading is cut off after the
-write timeout; the bytes held for slow clients are bounded.
+"""Clients slower than the engine (docs/architecture.md#the-request-path): the engine slot goes back
+when the engine has finished, however slowly the client reads; a client that stops reading is cut
+off after the write timeout; the bytes held for slow clients are bounded.
 
 The clients are bare sockets with a small receive buffer that read only when told. Each SSE
 chunk carries the model's name, so a long served name makes the answer several MiB: more than

@@ -1,10 +1,10 @@
 """The standing reserve (`admission.reserved_slots`) with real processes: the seed's tiers in
 front of the simulator (4 sequences, priority policy), 2 of 4 slots reserved for online.
 
-Static (the default, DESIGN.md 3.2), batch never takes the last 2 slots, online or not. With
-`reserve_follows_arrivals`, the reserve holds one slot per online request of the last 2 s: a
-batch burst sent just after one online request leaves one slot free, and 2 s later the gateway
-hands that slot to the waiting batch request while every stream still runs.
+Static (the default, docs/architecture.md#the-dispatchers-semantics), batch never takes the last 2
+slots, online or not. With `reserve_follows_arrivals`, the reserve holds one slot per online request
+of the last 2 s: a batch burst sent just after one online request leaves one slot free, and 2 s
+later the gateway hands that slot to the waiting batch request while every stream still runs.
 Asserted on the agent's status (what is in flight, queued, reserved), not on milliseconds.
 """
 

@@ -1,5 +1,6 @@
-"""Who reads the audit log (DESIGN.md 8): operators and admins, in pages and API; viewers,
-users without a role and anonymous callers do not, and viewers are not offered the link."""
+"""Who reads the audit log (docs/architecture.md#security-and-reliability): operators and admins, in
+pages and API; viewers, users without a role and anonymous callers do not, and viewers are not
+offered the link."""
 
 from __future__ import annotations
 

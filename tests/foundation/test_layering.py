@@ -1,8 +1,9 @@
-"""No import circles between the project's modules or apps, and the layering of DESIGN.md 2:
-scheduler/ imports nothing of the project, gpu_agent/ only scheduler/, the load generator
-nothing, the console never gpu_agent/ nor perf/, and the product never perf/ nor tools/ (neither
-is in the Docker image: `manage.py headline` runs from the image, tests/headline/
-test_headline_image.py)."""
+"""No import circles between the project's modules or apps, and the layering of
+docs/architecture.md ("Packages and what they may import"): scheduler/ imports nothing of the
+project, gpu_agent/ only scheduler/, the load generator nothing, the console never gpu_agent/,
+and the product never lab/ (the experiments) nor tools/: neither is in the Docker image
+(`manage.py headline` runs from the image, tests/headline/test_headline_image.py). lab/ may
+import everything."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ MAY_IMPORT = {
 
 @pytest.fixture(scope="module")
 def graph() -> Graph:
-    return import_graph(ROOT, [*PRODUCT, "perf", "tools"])
+    return import_graph(ROOT, [*PRODUCT, "lab", "tools"])
 
 
 def app_of(module: str) -> str:
@@ -88,22 +89,39 @@ def test_the_checker_sees_deferred_relative_and_type_only_imports(tmp_path: Path
     assert cycles(import_graph(tmp_path, ["pkg"])) == []
 
 
-def test_a_console_module_importing_perf_or_tools_is_refused(tmp_path: Path) -> None:
+def test_lab_imports_the_product_and_nothing_imports_lab(graph: Graph) -> None:
+    """The experiments call the product (lab.headline runs console.bench.headline), never the
+    other way round: the image ships the product alone."""
+    assert any(
+        module.startswith("lab.") and target.startswith("console.bench.headline")
+        for module, targets in graph.items()
+        for target in targets
+    )
+    into_lab = sorted(
+        f"{module} -> {target}"
+        for module, targets in graph.items()
+        if module.split(".")[0] in PRODUCT
+        for target in targets
+        if target.split(".")[0] == "lab"
+    )
+    assert not into_lab, "the product imports lab/:\n" + "\n".join(into_lab)
+
+
+def test_a_console_module_importing_lab_or_tools_is_refused(tmp_path: Path) -> None:
     (tmp_path / "console" / "bench").mkdir(parents=True)
-    (tmp_path / "perf" / "headline").mkdir(parents=True)
+    (tmp_path / "lab" / "headline").mkdir(parents=True)
     (tmp_path / "tools").mkdir()
-    for init in ("console", "console/bench", "perf", "perf/headline", "tools"):
+    for init in ("console", "console/bench", "lab", "lab/headline", "tools"):
         (tmp_path / init / "__init__.py").write_text("")
-    (tmp_path / "perf" / "headline" / "search.py").write_text("X = 1\n")
+    (tmp_path / "lab" / "headline" / "search.py").write_text("X = 1\n")
     (tmp_path / "tools" / "vllm_env.py").write_text("Y = 1\n")
     (tmp_path / "console" / "bench" / "run.py").write_text(
-        "def f():\n    from perf.headline.search import X\n    import tools.vllm_env\n"
-        "    return X\n"
+        "def f():\n    from lab.headline.search import X\n    import tools.vllm_env\n    return X\n"
     )
-    graph = import_graph(tmp_path, ["console", "perf", "tools"])
+    graph = import_graph(tmp_path, ["console", "lab", "tools"])
     assert wrong_imports(graph, "console") == [
-        "console.bench.run -> perf.headline.search",
+        "console.bench.run -> lab.headline.search",
         "console.bench.run -> tools.vllm_env",
     ]
     (tmp_path / "console" / "bench" / "run.py").write_text("import scheduler\n")
-    assert wrong_imports(import_graph(tmp_path, ["console", "perf", "tools"]), "console") == []
+    assert wrong_imports(import_graph(tmp_path, ["console", "lab", "tools"]), "console") == []

@@ -1,155 +1,55 @@
-"""The headline arms' tier configs (console/bench/headline/catalog.py): each parses, and the
-paired arms (h) and (s) are arm (d) with the recovery reserve, or the starvation bound, off
-and nothing else changed."""
+"""The headline's arms (console/bench/headline/catalog.py): (a) FCFS, (b) the engine's priority
+alone, (c) and (d) the gateway with seed 000's tier config in front of either policy, and no
+other letter but the search's (e); what each arm's client sends."""
 
 from __future__ import annotations
 
-import pytest
+import argparse
 
-from console.bench.headline.catalog import standard_arms
-from console.bench.headline.options import check
-from console.bench.headline.workload import engine_flags, engine_sequences, lower_tier_fields
-from gpu_agent import config as agent_config
-from perf.headline.__main__ import build_parser
+from console.bench.headline.catalog import arm_keys, standard_arms
+from console.bench.headline.options import add_experiment_arguments, add_vllm_arguments, check
+from console.bench.headline.procs import GATEWAY_KEY
+from console.bench.headline.workload import SEED_TIER_CONFIG, TIER_PRIORITY, engine_flags
 from scheduler import parse_config
 
-
-def test_every_gateway_arm_config_parses() -> None:
-    arms = [arm for arm in standard_arms() if arm.tier_config is not None]
-    assert arms
-    for arm in arms:
-        parse_config(arm.tier_config)
+SHARED = {"prompts_file": "p.jsonl", "rate": 4.0, "duration_s": 2.0, "warmup_s": 0.5, "seed": 1}
 
 
-@pytest.mark.parametrize(
-    ("key", "field", "in_d", "in_arm"),
-    [("h", "recovery_reserve", 0.5, 0), ("s", "min_share", 0.01, 0)],
-)
-def test_a_paired_arm_is_arm_d_with_one_admission_field_off(
-    key: str, field: str, in_d: float, in_arm: float
-) -> None:
+def test_the_arms_are_fcfs_priority_and_the_seed_config_in_front_of_each() -> None:
     arms = {arm.key: arm for arm in standard_arms()}
-    d, paired = arms["d"], arms[key]
-    assert d.tier_config is not None and paired.tier_config is not None
-    assert getattr(parse_config(d.tier_config).scheduler.admission, field) == in_d
-    assert getattr(parse_config(paired.tier_config).scheduler.admission, field) == in_arm
-    without = {**paired.tier_config["scheduler"], "admission": {}}
-    assert without == {**d.tier_config["scheduler"], "admission": {}}
-    assert paired.tier_config["scheduler"]["admission"] == {field: in_arm}
-    assert paired.policy == d.policy == "priority"
-
-
-@pytest.mark.parametrize(
-    ("key", "field", "value"), [("t", "stream_pace_ms", 100), ("z", "stream_interval_tokens", 16)]
-)
-def test_arms_t_and_z_are_arm_d_with_the_lower_tiers_streams_in_fewer_pieces(
-    key: str, field: str, value: int
-) -> None:
-    arms = {arm.key: arm for arm in standard_arms()}
-    d, t = arms["d"], arms[key]
-    assert d.tier_config is not None and t.tier_config is not None
-    queues = parse_config(t.tier_config).scheduler.queues
-    assert {name: getattr(q, field) for name, q in queues.items()} == {
-        "online": None, "batch": value, "offline": value}  # fmt: skip
-    for name in queues:
-        without = {**t.tier_config["scheduler"]["queues"][name]}
-        without.pop(field, None)
-        assert without == d.tier_config["scheduler"]["queues"][name]
-    assert {**t.tier_config["scheduler"], "queues": {}} == {
-        **d.tier_config["scheduler"],
-        "queues": {},
+    assert list(arms) == ["a", "b", "c", "d"] and arm_keys() == "abcde"
+    assert {k: (a.policy, a.via_gateway, a.send_priority) for k, a in arms.items()} == {
+        "a": ("fcfs", False, False),
+        "b": ("priority", False, True),
+        "c": ("fcfs", True, False),
+        "d": ("priority", True, False),
     }
-    assert t.policy == d.policy == "priority" and not t.reserve_sequences
+    flags = engine_flags("priority", 1.0, 0)
+    for key in "cd":
+        assert arms[key].gateway_config(flags) == SEED_TIER_CONFIG
+        parse_config(arms[key].tier_config)
+    assert len({arm.name for arm in arms.values()}) == 4  # files and run labels stay apart
 
 
-def test_arm_o_is_arm_b_with_the_clients_asking_for_arm_zs_pieces() -> None:
-    """(o) runs what (b) runs, its batch and offline streams asked for (z)'s 16 tokens a piece
-    by the client itself: the interval without a gateway."""
+def test_each_arms_client_sends_the_key_or_the_priorities_it_needs() -> None:
     arms = {arm.key: arm for arm in standard_arms()}
-    b, o, z = arms["b"], arms["o"], arms["z"]
-    assert (o.policy, o.tier_config, o.send_priority) == (b.policy, None, True)
-    assert z.tier_config is not None
-    queues = parse_config(z.tier_config).scheduler.queues
-    asked = {
-        name: q.stream_interval_tokens for name, q in queues.items() if q.stream_interval_tokens
-    }
-    assert lower_tier_fields(o.send_interval) == asked == {"batch": 16, "offline": 16}
-    assert not b.send_interval
-
-
-def test_arm_i_is_arm_b_again() -> None:
-    """The A/A arm runs exactly what (b) runs: straight to the engine, priority per tier."""
-    arms = {arm.key: arm for arm in standard_arms()}
-    b, i = arms["b"], arms["i"]
-    assert (i.policy, i.tier_config, i.send_priority) == (b.policy, b.tier_config, True)
-    assert i.name != b.name  # its files and run labels stay apart
+    a, b, d = (arms[k].spec("http://127.0.0.1:9", **SHARED) for k in "abd")
+    assert (a.api_key, a.tier_priority) == (None, {})
+    assert (b.api_key, b.tier_priority) == (None, TIER_PRIORITY)
+    assert (d.api_key, d.tier_priority) == (GATEWAY_KEY, {})  # the gateway sets priority
+    assert d.base_url == "http://127.0.0.1:9/v1" and d.rate == 4.0
+    assert arms["b"].record() == {
+        "key": "b", "name": "direct-priority", "title": arms["b"].title,
+        "engine_policy": "priority", "via_gateway": False, "client_sends_priority": True,
+    }  # fmt: skip
 
 
 def test_arm_letters_that_name_no_arm_are_refused() -> None:
-    parser = build_parser()
-    assert check(parser.parse_args(["--arms", "bi"])) is None
-    for arms in ("bj", "", "b-d"):
+    parser = argparse.ArgumentParser()
+    add_experiment_arguments(parser)
+    add_vllm_arguments(parser)
+    assert check(parser.parse_args(["--arms", "bd"])) is None
+    assert check(parser.parse_args([])) is None  # the default: abcde
+    for arms in ("bi", "", "b-d", "bdr"):
         problem = check(parser.parse_args(["--arms", arms]))
-        assert problem is not None and "--arms" in problem and "abcdefghi" in problem
-
-
-@pytest.mark.parametrize(
-    ("key", "reserved", "follows", "caps", "pinned"), [("k", 1, False, False, True),
-                                                       ("n", 3, False, False, True),
-                                                       ("m", 6, False, False, True),
-                                                       ("q", 6, True, False, True),
-                                                       ("w", 3, True, False, True),
-                                                       ("y", 1, True, False, True),
-                                                       ("u", 6, True, True, True),
-                                                       ("v", 6, True, True, False)]
-)  # fmt: skip
-@pytest.mark.parametrize(("engine", "sequences"), [("sim", 32), ("vllm", 16)])
-def test_reserve_arms_are_arm_d_with_some_of_the_engines_sequences_reserved(
-    key: str, reserved: int, follows: bool, caps: bool, pinned: bool, engine: str, sequences: int
-) -> None:
-    """(k), (n) and (m) cap the gateway at the engine's own `--max-num-seqs`, as the agent does
-    from a launch profile, and keep the last 1, 3 or 6 of them for the most urgent tier; (q)
-    is (m) with that reserve following online's arrivals, (w) is (q) with 3 and (y) with 1,
-    (u) is (q) with it capping every request but online's own instead, and (v) is (u) with the
-    gateway's cap left at its default, above the engine's; nothing else differs from (d)."""
-    arms = {arm.key: arm for arm in standard_arms()}
-    d, arm = arms["d"], arms[key]
-    flags = engine_flags("priority", 1.0, 0, engine)
-    config = arm.gateway_config(flags)
-    assert config is not None and d.gateway_config(flags) == d.tier_config
-    admission = parse_config(config).scheduler.admission
-    cap = sequences if pinned else None
-    assert (admission.max_in_flight, admission.reserved_slots) == (cap, reserved)
-    assert admission.reserve_follows_arrivals is follows
-    assert admission.reserve_caps_lower_tiers is caps
-    assert config["scheduler"]["admission"] == {
-        **({"max_in_flight": sequences} if pinned else {}),
-        "reserved_slots": reserved,
-        **({"reserve_follows_arrivals": True} if follows else {}),
-        **({"reserve_caps_lower_tiers": True} if caps else {}),
-    }
-    assert {**config["scheduler"], "admission": {}} == {
-        **d.tier_config["scheduler"],
-        "admission": {},
-    }
-    assert arm.policy == d.policy == "priority"
-    assert f"reserved_slots {reserved}" in arm.title
-
-
-def test_the_engine_sequences_come_from_its_flags() -> None:
-    assert engine_sequences(["--max-num-seqs", "8", "--enable-prefix-caching"]) == 8
-    assert engine_sequences(["--enable-prefix-caching"]) == 256  # the agent's default
-
-
-def test_arm_x_is_w_with_the_agent_leaving_the_engines_helpers_where_they_are() -> None:
-    """(x): the same tier config as (w), and the agent told --no-fence-engine-helpers, a flag
-    the agent reads as that; every other arm's agent keeps its defaults."""
-    arms = {arm.key: arm for arm in standard_arms()}
-    flags = engine_flags("priority", 1.0, 0, "vllm")
-    assert arms["x"].gateway_config(flags) == arms["w"].gateway_config(flags)
-    assert arms["x"].gateway_flags == ("--no-fence-engine-helpers",)
-    assert [k for k, arm in arms.items() if arm.gateway_flags] == ["x"]
-    base = ["--engine-url", "http://127.0.0.1:8000", "--listen", "127.0.0.1:9100"]
-    base += ["--tier-config", "t.json", "--keys", "k"]
-    assert agent_config.parse_args([*base, *arms["x"].gateway_flags]).fence_engine_helpers is False
-    assert agent_config.parse_args(base).fence_engine_helpers is True
+        assert problem is not None and "--arms" in problem and "abcde" in problem

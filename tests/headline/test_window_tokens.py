@@ -1,12 +1,14 @@
 """Output tokens streamed inside a headline arm's measured window
 (console/bench/headline/arms.py `tokens_in_window`): the client keeps no time per token, so
-the first counts at its first-token time and the rest are spread evenly until the end."""
+the first counts at its first-token time and the rest are spread evenly until the end; and the
+engine's own counters read over the window (telemetry.py `counter_rate`)."""
 
 from __future__ import annotations
 
 import pytest
 
 from console.bench.headline.arms import tokens_in_window
+from console.bench.headline.telemetry import counter_rate
 from loadgen import RequestSample
 
 
@@ -40,3 +42,19 @@ def test_tokens_do_not_favour_finishing_short_requests_first() -> None:
     assert done(held) == done(in_turn) == 2
     assert tokens_in_window(held, 1000, 10) < tokens_in_window(in_turn, 1000, 10)
     assert tokens_in_window(in_turn, 1000, 10) == pytest.approx(72 / 10)
+
+
+def test_counter_rate_reads_the_rise_between_the_first_and_last_point_in_the_window() -> None:
+    points = [
+        {"t": 99.0, "generated": 0.0},  # before the window
+        {"t": 100.5, "generated": 100.0},
+        {"t": 101.5, "running": 3.0},  # no counter in this point
+        {"t": 102.5, "generated": 400.0},
+        {"t": 104.5, "generated": 900.0},
+        {"t": 106.0, "generated": 5000.0},  # after it
+    ]
+    assert counter_rate(points, "generated", 100.0, 105.0) == pytest.approx(800 / 4)
+    assert counter_rate(points, "generated", 100.0, 101.0) is None  # one point
+    assert counter_rate(points, "absent", 0.0, 200.0) is None
+    restarted = [{"t": 1.0, "generated": 50.0}, {"t": 2.0, "generated": 3.0}]
+    assert counter_rate(restarted, "generated", 0.0, 3.0) is None

@@ -6,8 +6,8 @@ of the core and the client is descheduled for milliseconds to tens of millisecon
 At equal niceness the kernel's short slices (EEVDF, 6.x kernels) kept the client's longest
 stall near 5 ms on some machines; niced it is 10-15 ms. The capture's kernel times are the truth.
 
-What is asserted, and why it is the right bar (docs/performance.md, "Load generator timing
-against a packet capture"): every figure the client presents as a wire time agrees with the
+What is asserted, and why it is the right bar (docs/performance.md, "Load generator
+accuracy"): every figure the client presents as a wire time agrees with the
 capture within 1 ms at p99; the chunks it reports with one kernel time (a zero ITL gap) are
 ones the kernel had merged into one buffer while the socket went unread (the capture shows the
 client's ACK before the later segment), not ones the client collapsed by reading several

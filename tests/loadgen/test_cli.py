@@ -1,5 +1,5 @@
-"""`python -m console.bench.loadgen` (DESIGN.md 9) and `python -m loadgen`, as operators and CI
-run them."""
+"""`python -m console.bench.loadgen` (docs/architecture.md#stable-interfaces) and
+`python -m loadgen`, as operators and CI run them."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The feed of a backed-up most urgent tier (issue 16, item 4; scheduler/rooms.py `_feed_now`),
+"""The feed of a backed-up most urgent tier (issue 16, item 4; scheduler/awaiting.py `_feed_now`),
 on the discrete-event engine of sched_engine.py with vLLM's priority policy (fake clock).
 
 While online is backed up the gateway serves it newest first, but the engine serves its own

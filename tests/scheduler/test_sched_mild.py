@@ -1,6 +1,6 @@
 """A sustained mild overload (issue 16): the overload rules must not turn it into a cascade.
 
-On a real vLLM at about 1.3x its capacity (docs/performance.md, rounds E1-E3) the gateway's
+On a real vLLM at about 1.3x its capacity (dab8174:docs/performance.md, rounds E1-E3) the gateway's
 rules for a 10x flood (newest first, the feed, the recovery reserve, no allowance) engaged
 whenever online's oldest request had waited a second. The awaiting limit had been cut while
 the engine queued, the feed held online to 2 awaiting and the reserve kept the stale backlog

@@ -1,4 +1,5 @@
-"""Property tests: the invariants of DESIGN.md 3.2 over random event sequences.
+"""Property tests: the invariants of docs/architecture.md#the-dispatchers-semantics over random
+event sequences.
 
 A small reference model tracks what must be queued, in flight and awaiting a first token, and
 decides readiness on its own (straight from the rules, by scanning), so every poll of the real

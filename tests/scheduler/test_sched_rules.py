@@ -1,4 +1,5 @@
-"""Each dispatcher rule of DESIGN.md 3.2 under a fake clock (times are plain floats)."""
+"""Each dispatcher rule of docs/architecture.md#the-dispatchers-semantics under a fake clock (times
+are plain floats)."""
 
 from __future__ import annotations
 
@@ -175,7 +176,8 @@ def test_a_reserve_that_follows_arrivals_stands_one_slot_per_recent_urgent_arriv
     assert d.poll(2.5).released == []
     assert ids(d.poll(2.7).released) == ["b6"]  # its arrival is over 2 s old: the slot is batch's
     assert d.stats(2.7).reserved_slots == 0
-    # Without it (the default, DESIGN.md 3.2) the reserve stands with no online arrival at all.
+    # Without it (the default, docs/architecture.md#the-dispatchers-semantics) the reserve stands
+    # with no online arrival at all.
     static = Dispatcher(make_config(admission=admission))
     for i in range(10):
         static.arrive(req(f"b{i}", "batch"), 0.0)

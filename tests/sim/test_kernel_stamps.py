@@ -1,5 +1,6 @@
 """The simulator's copy of the kernel-stamp helper equals the one definition, loadgen.kstamps
-(gpu_agent may import only the scheduler, DESIGN.md 2), and both read a real socket's stamp."""
+(gpu_agent may import only the scheduler, docs/architecture.md#packages-and-what-they-may-import),
+and both read a real socket's stamp."""
 
 from __future__ import annotations
 

@@ -21,7 +21,8 @@ from tests.vllm.vllm_helpers import MODEL_NAME, TIMEOUT, VllmServer
 pytestmark = [pytest.mark.vllm, TIMEOUT]
 
 # Read elsewhere than the agent's sampler: the load generator's and the headline's counters,
-# and the latency histograms DESIGN.md 5 names (the Kubernetes adapter rule reads TTFT's).
+# and the latency histograms docs/architecture.md#telemetry names (the Kubernetes adapter rule reads
+# TTFT's).
 ALSO_READ = (
     "vllm:time_to_first_token_seconds",
     "vllm:inter_token_latency_seconds",
@@ -108,7 +109,7 @@ async def test_the_agent_reports_vllm_figures_in_heartbeats_and_metrics(
 async def test_the_headline_sampler_reads_vllm_s_tokens_and_steps_in_the_window(
     vllm_priority: VllmServer,
 ) -> None:
-    """The headline arms' and perf.engine_windows' engine figures: the rise of vLLM's own
+    """The headline arms' and lab.engine_windows' engine figures: the rise of vLLM's own
     counters between the sampler's points inside the window is the tokens it made, the tokens
     it computed and the steps it took."""
     sampler = KvSampler(vllm_priority.url, simulated=False, interval_s=0.2)

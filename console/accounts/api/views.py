@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.contrib.auth.models import User
 from django.db.models import QuerySet
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status, viewsets
@@ -32,7 +33,9 @@ class ApiTokenViewSet(
         if getattr(self, "swagger_fake_view", False):  # schema generation: no user
             return tokens.none()
         user = self.request.user
-        return tokens if has_role(user, ADMIN) else tokens.filter(user=user)
+        if has_role(user, ADMIN):
+            return tokens
+        return tokens.filter(user=user) if isinstance(user, User) else tokens.none()
 
     @extend_schema(responses={201: CreatedApiTokenSerializer})
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:

@@ -25,7 +25,7 @@ _FILTERS = [
 @extend_schema_view(list=extend_schema(parameters=_FILTERS))
 class AuditEventViewSet(viewsets.ReadOnlyModelViewSet):
     """Who changed what, when, from where: operators and admins read it, viewers do not
-    (DESIGN.md 8)."""
+    (docs/architecture.md#security-and-reliability)."""
 
     serializer_class = AuditEventSerializer
     read_role = OPERATOR

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.contrib.auth.models import User
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -21,7 +22,9 @@ class ProgressSerializer(serializers.Serializer):
     percent = serializers.FloatField(source="progress_percent")
     elapsed_s = serializers.FloatField()
     requests_done = serializers.IntegerField()
-    errors = serializers.IntegerField()
+    # DRF's metaclass moves declared fields off the class, so this does not shadow
+    # Serializer.errors; the stubs do not model that.
+    errors = serializers.IntegerField()  # type: ignore[assignment]
     current_p99_ttft_s = serializers.FloatField(allow_null=True)
 
 
@@ -32,7 +35,9 @@ class BenchmarkRunSerializer(serializers.ModelSerializer):
     display = serializers.CharField(read_only=True)
     endpoint = IdRelatedField(queryset=Endpoint.objects.all())
     endpoint_name = serializers.CharField(source="endpoint.name", read_only=True)
-    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    created_by: serializers.SlugRelatedField[User] = serializers.SlugRelatedField(
+        slug_field="username", read_only=True
+    )
     progress = ProgressSerializer(source="*", read_only=True)
     model = serializers.CharField(
         max_length=200,
@@ -240,7 +245,8 @@ class ConditionRowSerializer(serializers.Serializer):
 
 class SideSerializer(serializers.Serializer):
     ref = serializers.CharField(help_text="The run id, or s<id> for a series.")
-    label = serializers.CharField()
+    # A declared field, moved off the class by DRF's metaclass: Field.label stays intact.
+    label = serializers.CharField()  # type: ignore[assignment]
     series = serializers.IntegerField(allow_null=True)
     runs = serializers.ListField(child=serializers.IntegerField())
 
@@ -267,7 +273,9 @@ class RunSeriesSerializer(serializers.ModelSerializer):
     display = serializers.CharField(read_only=True)
     ref = serializers.CharField(read_only=True)
     runs = serializers.SerializerMethodField()
-    partner = serializers.PrimaryKeyRelatedField(read_only=True)
+    partner: serializers.PrimaryKeyRelatedField[RunSeries] = serializers.PrimaryKeyRelatedField(
+        read_only=True
+    )
 
     class Meta:
         model = RunSeries

@@ -15,22 +15,8 @@ from typing import Any
 
 from console.bench.headline import telemetry
 from console.bench.headline.catalog import Arm
-from console.bench.headline.procs import (
-    GATEWAY_KEY,
-    ROOT,
-    VllmEngine,
-    run_engine,
-    run_gateway,
-    run_relay,
-)
-from console.bench.headline.workload import (
-    MODEL,
-    TIER_PRIORITY,
-    TIERS,
-    arm_spec,
-    engine_flags,
-    lower_tier_fields,
-)
+from console.bench.headline.procs import VllmEngine, run_engine
+from console.bench.headline.workload import MODEL, TIERS, engine_flags
 from loadgen import RequestSample, RunResult, run_workload
 
 
@@ -46,8 +32,6 @@ class Setup:
     prompts_file: Path
     workdir: Path
     vllm: VllmEngine | None = None  # None: the simulator
-    gateway_source: Path | None = None  # arm (r)'s gateway packages (procs.gateway_source)
-    gateway_trace: bool = False  # the gateway's --trace, to ARM-gateway-trace.jsonl
 
     @property
     def engine(self) -> str:
@@ -138,15 +122,7 @@ class ArmOutcome:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "key": self.arm.key,
-            "name": self.arm.name,
-            "title": self.arm.title,
-            "engine_policy": self.arm.policy,
-            "via_gateway": self.arm.via_gateway,
-            "client_sends_priority": self.arm.send_priority,
-            "client_stream_interval": self.arm.send_interval or None,
-            "via_relay": self.arm.relay,
-            "gateway_at_rev": self.arm.at_rev,
+            **self.arm.record(),
             "tier_config": self.arm.gateway_config(self.engine_flags),
             "engine_flags": self.engine_flags,
             "tiers": {t: self.tier_row(t) for t in (*TIERS, "overall")},
@@ -190,53 +166,33 @@ def run_arm(
     """Start the arm's processes, replay the workload, collect every figure, stop them."""
     flags = engine_flags(arm.policy, setup.time_scale, setup.seed, setup.engine)
     simulated = setup.engine == "sim"
-    with run_engine(MODEL, flags, setup.workdir, arm.name, setup.vllm) as engine_url:
-        if arm.tier_config is not None:
-            source = setup.gateway_source if arm.at_rev else None
-            if arm.at_rev and source is None:
-                raise ValueError(f"arm ({arm.key}): needs a gateway revision (--gateway-rev)")
-            gateway = run_gateway(
+    with (
+        run_engine(MODEL, flags, setup.workdir, arm.name, setup.vllm) as engine_url,
+        arm.front(engine_url, flags, setup.workdir) as target,
+    ):
+        spec = arm.spec(
+            target,
+            prompts_file=setup.prompts_file,
+            rate=None if concurrency else setup.rate,
+            concurrency=concurrency,
+            duration_s=duration_s or setup.duration_s,
+            warmup_s=setup.warmup_s,
+            seed=setup.seed,
+        )
+        gpu0 = telemetry.sim_gpu(engine_url) if simulated else {}
+        counters0 = telemetry.engine_counters(engine_url)
+        result, kv, gateway_queues = asyncio.run(
+            drive(
+                spec,
                 engine_url,
-                arm.gateway_config(flags),
-                setup.workdir,
-                arm.name,
-                source or ROOT,
-                trace=setup.gateway_trace,
-                flags=arm.gateway_flags,
+                target if arm.via_gateway else None,
+                simulated,
+                setup.workdir / f"{arm.name}-trace.json",
             )
-        elif arm.relay:
-            gateway = run_relay(engine_url, setup.workdir, arm.name)
-        else:
-            gateway = contextlib.nullcontext(engine_url)
-        with gateway as target:
-            spec = arm_spec(
-                base_url=target,
-                prompts_file=setup.prompts_file,
-                rate=None if concurrency else setup.rate,
-                concurrency=concurrency,
-                duration_s=duration_s or setup.duration_s,
-                warmup_s=setup.warmup_s,
-                seed=setup.seed,
-                api_key=GATEWAY_KEY if arm.via_gateway else None,
-                tier_priority=TIER_PRIORITY if arm.send_priority else None,
-                tier_stream_interval=lower_tier_fields(arm.send_interval)
-                if arm.send_interval
-                else None,
-            )
-            gpu0 = telemetry.sim_gpu(engine_url) if simulated else {}
-            counters0 = telemetry.engine_counters(engine_url)
-            result, kv, gateway_queues = asyncio.run(
-                drive(
-                    spec,
-                    engine_url,
-                    target if arm.via_gateway else None,
-                    simulated,
-                    setup.workdir / f"{arm.name}-trace.json",
-                )
-            )
-            gpu1 = telemetry.sim_gpu(engine_url) if simulated else {}
-            counters1 = telemetry.engine_counters(engine_url)
-            rejections = telemetry.gateway_rejections(target) if arm.via_gateway else {}
+        )
+        gpu1 = telemetry.sim_gpu(engine_url) if simulated else {}
+        counters1 = telemetry.engine_counters(engine_url)
+        rejections = telemetry.gateway_rejections(target) if arm.via_gateway else {}
     delta = {k: counters1[k] - counters0[k] for k in counters0}
     engine = {
         **kv,

@@ -2,7 +2,7 @@
 
     python manage.py headline [--duration 60] [--seed 1] [--rate R | --load-factor 1.05]
         [--search-trial 15 | --no-search] [--time-scale 1] [--engine sim | vllm] ...
-    python -m perf.headline ...     # the same options; perf's script calls this module
+    python -m lab.headline ...     # a checkout's script on this module: rounds, more arms
 
 One fresh engine per arm (seed 000's launch flags on a simulated 8B model on an H100, or a real
 vLLM), the same seeded mixed workload (workload.py) replayed in every arm (arms.py runs the
@@ -17,7 +17,7 @@ sweep against the FCFS engine finds first (saturation.py), unless `--rate` is gi
 
 With a real vLLM (`Options.vllm`, procs.VllmEngine) each engine takes minutes to start, so the
 saturation point comes from the closed-loop probe alone (no Poisson sweep), and the search is
-better left out (`--no-search`). perf.headline's `--engine vllm` runs vLLM's CPU build on the
+better left out (`--no-search`). lab.headline's `--engine vllm` runs vLLM's CPU build on the
 tiny random Llama of tools/vllm_env.py; its outputs are sampled (greedy decoding repeats one
 byte-level token whose text is empty, so no delta would carry text and no TTFT could be timed);
 a drawn EOS (about 1 in 500 tokens) may end a request early, so output lengths differ slightly
@@ -40,14 +40,14 @@ import platform
 import shlex
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from console.bench.headline.arms import ArmOutcome, Setup, run_arm
 from console.bench.headline.catalog import Arm, standard_arms
-from console.bench.headline.procs import VllmEngine, cpu_set, gateway_source
+from console.bench.headline.procs import VllmEngine, cpu_set
 from console.bench.headline.report import verdict
 from console.bench.headline.saturation import find_saturation
 from console.bench.headline.search import search_tier_config
@@ -77,8 +77,6 @@ class Options:
     arms: str = "abcde"
     vllm: VllmEngine | None = None  # None: the simulator
     workdir: Path | None = None
-    gateway_rev: str | None = None  # arm (r): the gateway as at this git revision
-    gateway_trace: bool = False  # gateway arms write ARM-gateway-trace.jsonl (gpu_agent.trace)
     # The command line that ran it, as recorded: program (e.g. `manage.py headline`) + options.
     command: list[str] = field(default_factory=list)
 
@@ -128,7 +126,11 @@ def _clients_off_the_engine_cores(vllm: VllmEngine | None) -> None:
         os.sched_setaffinity(0, rest)
 
 
-def run_experiment(opts: Options, log: Callable[[str], None] = print) -> Experiment:
+def run_experiment(
+    opts: Options, log: Callable[[str], None] = print, catalog: Sequence[Arm] | None = None
+) -> Experiment:
+    """Run the arms `opts.arms` names, in that order, from `catalog` (default: standard_arms();
+    lab/ passes its own) and (e) from the search; see the module docstring."""
     started = time.time()
     _clients_off_the_engine_cores(opts.vllm)
     machine_start = machine()
@@ -149,13 +151,7 @@ def run_experiment(opts: Options, log: Callable[[str], None] = print) -> Experim
         prompts_file=prompts,
         workdir=workdir,
         vllm=opts.vllm,
-        gateway_trace=opts.gateway_trace,
     )
-    if "r" in opts.arms:
-        if not opts.gateway_rev:
-            raise ValueError("arm (r): needs --gateway-rev (the revision whose gateway it runs)")
-        setup.gateway_source = gateway_source(opts.gateway_rev, workdir)
-        log(f"arm (r): the gateway as at {opts.gateway_rev}, from {setup.gateway_source}")
     saturation: dict[str, Any] | None = None
     if opts.rate is None:
         saturation = find_saturation(
@@ -167,17 +163,17 @@ def run_experiment(opts: Options, log: Callable[[str], None] = print) -> Experim
             f"{setup.rate:.2f} req/s ({opts.load_factor:g}x)"
         )
     outcomes: list[ArmOutcome] = []
-    by_key = {arm.key: arm for arm in standard_arms()}
+    by_key = {arm.key: arm for arm in (standard_arms() if catalog is None else catalog)}
     for arm in (by_key[key] for key in dict.fromkeys(opts.arms) if key in by_key):  # as given
         log(f"arm ({arm.key}) {arm.title}: {opts.duration_s:g} s at {setup.rate:.2f} req/s")
         outcomes.append(run_arm(arm, setup))
     search: dict[str, Any] | None = None
     if "e" in opts.arms and opts.search_trial_s:
-        by_key = {o.arm.key: o for o in outcomes}
+        done = {o.arm.key: o for o in outcomes}
         policy = "priority"
-        if "c" in by_key and "d" in by_key:
-            c_p99 = by_key["c"].tier_row("online")["ttft_p99_ms"] or float("inf")
-            d_p99 = by_key["d"].tier_row("online")["ttft_p99_ms"] or float("inf")
+        if "c" in done and "d" in done:
+            c_p99 = done["c"].tier_row("online")["ttft_p99_ms"] or float("inf")
+            d_p99 = done["d"].tier_row("online")["ttft_p99_ms"] or float("inf")
             policy = "fcfs" if c_p99 < d_p99 else "priority"
         log(f"search: engine {policy}, {opts.search_trial_s:g} s per trial")
         search = search_tier_config(setup, policy=policy, trial_s=opts.search_trial_s, log=log)

@@ -1,5 +1,6 @@
 """The experiment's command-line options, defined once for `manage.py headline` and
-`python -m perf.headline` (which adds only how it finds the dev vLLM and `--store`)."""
+`python -m lab.headline` (which adds its own arms, rounds, how it finds the dev vLLM and
+`--store`)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ from console.bench.headline.workload import ENGINES
 ENGINE_NICE = 10
 
 
-def add_experiment_arguments(p: argparse.ArgumentParser) -> None:
+def add_experiment_arguments(p: argparse.ArgumentParser, keys: str | None = None) -> None:
+    """`keys`: the arms --arms may name (default: catalog.arm_keys())."""
     p.add_argument("--duration", type=float, default=60.0, help="measured seconds per arm")
     p.add_argument("--warmup", type=float, default=5.0, help="unmeasured seconds per arm")
     p.add_argument("--seed", type=int, default=1)
@@ -31,26 +33,13 @@ def add_experiment_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--arms",
         default="abcde",
-        help=f"a subset of {arm_keys()}, run in the order given (i: b again, the A/A check; "
-        "r: d at --gateway-rev)",
+        help=f"a subset of {keys or arm_keys()}, run in the order given",
     )
     p.add_argument(
         "--engine",
         choices=ENGINES,
         default="sim",
         help="the simulator, or a real vLLM (--vllm-command, --vllm-model)",
-    )
-    p.add_argument(
-        "--gateway-rev",
-        metavar="REV",
-        help="arm r: (d) with the gateway (gpu_agent, scheduler) as at this git revision, to "
-        "judge a change against it in the same paired rounds",
-    )
-    p.add_argument(
-        "--gateway-trace",
-        action="store_true",
-        help="gateway arms run the agent with --trace (ARM-gateway-trace.jsonl in the work "
-        "folder): per request, its release and the engine's head, first token and end",
     )
     p.add_argument("--workdir", type=Path, help="logs, configs, prompts (default: a temp dir)")
     p.add_argument("--json", dest="json_path", type=Path, help="write the whole record here")
@@ -80,18 +69,17 @@ def add_vllm_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
-def check(args: argparse.Namespace) -> str | None:
-    """What is wrong with this combination of options (None: nothing)."""
-    unknown = sorted(set(args.arms) - set(arm_keys()))
-    if unknown or not args.arms:
-        return f"--arms {args.arms!r}: arms are named by the letters {arm_keys()}"
+def check(args: argparse.Namespace, keys: str | None = None) -> str | None:
+    """What is wrong with this combination of options (None: nothing); `keys`: the arms
+    --arms may name (default: catalog.arm_keys())."""
+    keys = keys or arm_keys()
+    if set(args.arms) - set(keys) or not args.arms:
+        return f"--arms {args.arms!r}: arms are named by the letters {keys}"
     if args.engine == "vllm" and "e" in args.arms and not args.no_search:
         return (
             "--engine vllm: the search starts a vLLM per trial (minutes each); "
             "add --no-search (or leave arm e out with --arms abcd)"
         )
-    if ("r" in args.arms) != bool(args.gateway_rev):
-        return "--gateway-rev: arm r needs it, and it is for arm r only"
     if args.engine != "vllm" and getattr(args, "vllm_model", ""):
         return "--vllm-model: only with --engine vllm"
     json_path = getattr(args, "json_path", None)
@@ -130,7 +118,5 @@ def options_from_args(
         arms=args.arms,
         vllm=vllm if args.engine == "vllm" else None,
         workdir=args.workdir,
-        gateway_rev=args.gateway_rev,
-        gateway_trace=args.gateway_trace,
         command=command,
     )

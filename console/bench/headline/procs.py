@@ -11,15 +11,12 @@ raises with the tail of its log.
 from __future__ import annotations
 
 import contextlib
-import io
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tarfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -73,7 +70,7 @@ def _nicer(nice: int) -> Callable[[], None] | None:
 
 
 @contextlib.contextmanager
-def _process(
+def process(
     argv: Sequence[str],
     log: Path,
     url: str,
@@ -82,7 +79,9 @@ def _process(
     nice: int = 0,
     cwd: Path = ROOT,
 ) -> Iterator[str]:
-    """`nice`: started that much nicer than this process (its threads and children too);
+    """`argv` as a process of its own, its output to `log`, until `url`/health answers 200
+    (within `timeout_s`); yields `url` and stops the process (its whole group) after.
+    `nice`: started that much nicer than this process (its threads and children too);
     `cwd`: where `python -m` resolves the product's packages from."""
     env = {**(env or os.environ), "PYTHONUNBUFFERED": "1"}
     with open(log, "wb") as out:
@@ -124,7 +123,7 @@ VLLM_START_TIMEOUT_S = 900.0
 class VllmEngine:
     """How to start a real vLLM: `COMMAND serve MODEL --host 127.0.0.1 --port N FLAGS`.
 
-    `command` is `vllm` on a node with vLLM installed; perf.headline passes the CPU build of
+    `command` is `vllm` on a node with vLLM installed; lab.headline passes the CPU build of
     tools/vllm_env.py (its shim pins itself to `engine_cpus`). `engine_cpus` are the cores the
     engine keeps to ("0,1"; empty: none): the load generator and the gateways keep off them.
     `nice`: the engine runs that much nicer than the load generator and the gateways, as the
@@ -164,28 +163,19 @@ def run_engine(
     log = workdir / f"{name}-engine.log"
     if vllm is not None:
         argv = vllm.argv(port, flags)
-        with _process(argv, log, url, VLLM_START_TIMEOUT_S, vllm.env, vllm.nice) as u:
+        with process(argv, log, url, VLLM_START_TIMEOUT_S, vllm.env, vllm.nice) as u:
             yield u
         return
-    with _process(sim_argv(model, port, flags), log, url, 30) as u:
+    with process(sim_argv(model, port, flags), log, url, 30) as u:
         yield u
 
 
-@contextlib.contextmanager
-def run_gateway(
-    engine_url: str,
-    tier_config: dict[str, Any],
-    workdir: Path,
-    name: str,
-    source: Path = ROOT,
-    trace: bool = False,
-    flags: Sequence[str] = (),
-) -> Iterator[str]:
-    """The agent in standalone mode in front of `engine_url`; one all-tier key (GATEWAY_KEY).
-    `flags`: more of the agent's command-line flags.
-    `source`: the folder its packages come from (gateway_source: another revision's);
-    `trace`: its `--trace` to NAME-gateway-trace.jsonl in `workdir` (gpu_agent.trace)."""
-    workdir = workdir.resolve()
+def gateway_argv(
+    engine_url: str, tier_config: dict[str, Any], workdir: Path, name: str
+) -> tuple[list[str], str]:
+    """The agent's command line in standalone mode in front of `engine_url`, with its tier
+    config and one all-tier key (GATEWAY_KEY) written to files in `workdir`; and its URL."""
+    workdir = workdir.resolve()  # the process may start elsewhere (process's `cwd`)
     config_path = workdir / f"{name}-tiers.json"
     config_path.write_text(json.dumps(tier_config, indent=2), encoding="utf-8")
     tiers = sorted(tier_config["scheduler"]["queues"])
@@ -203,94 +193,14 @@ def run_gateway(
         "--state-dir", str(workdir / f"{name}-state"),
         "--log-level", "warning",
     ]  # fmt: skip
-    if trace:
-        argv += ["--trace", str(gateway_trace_path(workdir, name))]
-    argv += flags
-    url = f"http://127.0.0.1:{port}"
-    with _process(argv, workdir / f"{name}-gateway.log", url, 30, cwd=source) as u:
-        yield u
-
-
-def gateway_trace_path(workdir: Path, name: str) -> Path:
-    return workdir / f"{name}-gateway-trace.jsonl"
-
-
-# What the gateway process runs: the agent and the scheduler core it imports (nothing else).
-GATEWAY_PACKAGES = ("gpu_agent", "scheduler")
-
-
-def gateway_source(rev: str, dest: Path) -> Path:
-    """The gateway's packages as at git revision `rev` of this checkout, written under `dest`
-    (`git archive`), so that an arm runs that revision's gateway beside this one's in the same
-    run. Raises ValueError naming `rev` when git does not know it."""
-    proc = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", "--format=tar", rev, *GATEWAY_PACKAGES],
-        capture_output=True,
-        check=False,
-    )
-    if proc.returncode != 0:
-        why = proc.stderr.decode(errors="replace").strip()
-        raise ValueError(f"--gateway-rev {rev}: {why or 'git archive failed'}")
-    folder = dest / "gateway-rev"
-    if folder.exists():
-        shutil.rmtree(folder)
-    folder.mkdir(parents=True)
-    with tarfile.open(fileobj=io.BytesIO(proc.stdout)) as tar:
-        tar.extractall(folder, filter="data")
-    return folder.resolve()
+    return argv, f"http://127.0.0.1:{port}"
 
 
 @contextlib.contextmanager
-def run_relay(engine_url: str, workdir: Path, name: str) -> Iterator[str]:
-    """The bare relay (`python -m gpu_agent.relay_floor`) in front of `engine_url`."""
-    port = free_port()
-    argv = [
-        sys.executable, "-m", "gpu_agent.relay_floor",
-        "--engine-url", engine_url,
-        "--listen", f"127.0.0.1:{port}",
-    ]  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    with _process(argv, workdir / f"{name}-relay.log", url, 30) as u:
-        yield u
-
-
-# nginx as a pass-through: a compiled proxy, no scheduler; streams unbuffered both ways, one
-# worker, keep-alive to the engine (as the gateway's pool), no access log.
-NGINX_CONF = """worker_processes 1;
-pid {dir}/nginx.pid;
-error_log {dir}/nginx-error.log warn;
-events {{ worker_connections 4096; }}
-http {{
-    access_log off;
-    client_body_temp_path {dir}/body;
-    proxy_temp_path {dir}/proxy;
-    upstream engine {{ server {engine}; keepalive 64; }}
-    server {{
-        listen 127.0.0.1:{port};
-        location / {{
-            proxy_pass http://engine;
-            proxy_http_version 1.1;
-            proxy_set_header Connection "";
-            proxy_buffering off;
-            proxy_request_buffering off;
-            proxy_read_timeout 600s;
-        }}
-    }}
-}}
-"""
-
-
-@contextlib.contextmanager
-def run_nginx(engine_url: str, workdir: Path, name: str) -> Iterator[str]:
-    """nginx (Debian's) in the foreground as a pass-through to `engine_url`."""
-    nginx = shutil.which("nginx") or "/usr/sbin/nginx"
-    folder = (workdir / f"{name}-nginx").resolve()
-    folder.mkdir(parents=True, exist_ok=True)
-    port = free_port()
-    conf = folder / "nginx.conf"
-    engine = engine_url.removeprefix("http://")
-    conf.write_text(NGINX_CONF.format(dir=folder, engine=engine, port=port), encoding="utf-8")
-    argv = [nginx, "-c", str(conf), "-p", str(folder), "-g", "daemon off;"]
-    url = f"http://127.0.0.1:{port}"
-    with _process(argv, workdir / f"{name}-nginx.log", url, 30) as u:
+def run_gateway(
+    engine_url: str, tier_config: dict[str, Any], workdir: Path, name: str
+) -> Iterator[str]:
+    """The agent in standalone mode in front of `engine_url` (gateway_argv); yields its URL."""
+    argv, url = gateway_argv(engine_url, tier_config, workdir, name)
+    with process(argv, workdir / f"{name}-gateway.log", url, 30) as u:
         yield u

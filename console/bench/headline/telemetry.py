@@ -21,7 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 SAMPLE_INTERVAL_S = 1.0
 
 
-def families(text: str, names: Iterable[str]) -> Iterator[Any]:
+def families(text: str, names: Iterable[str]) -> Iterable[Any]:
     """The metric families of `names` (a gauge by its name; a counter by its family name and
     its `_total` sample name both, as KvSampler reads ENGINE_COUNTERS) in an exposition: the other
     lines are dropped before the library parses, since a real vLLM's /metrics is ~600 lines

@@ -21,8 +21,7 @@ from typing import Any
 
 from loadgen import WorkloadSpec
 from loadgen.prompts import synthetic_prompt
-from scheduler import config_to_dict, default_config, parse_config
-from scheduler.config import DEFAULT_MAX_IN_FLIGHT
+from scheduler import config_to_dict, default_config
 
 MODEL = "headline-llama-8b"
 TIER_PROFILES: dict[str, dict[str, Any]] = {
@@ -65,41 +64,12 @@ SEED_TIER_CONFIG: dict[str, Any] = config_to_dict(default_config())
 TIER_PRIORITY = {t: SEED_TIER_CONFIG["scheduler"]["queues"][t]["priority"] for t in TIERS}
 
 
-def lower_tier_fields(value: int) -> dict[str, int]:
-    """`value` for each of the seed's tiers but the most urgent, as a client sends per tier."""
-    return dict.fromkeys(parse_config(SEED_TIER_CONFIG).tiers_by_urgency()[1:], value)
-
-
-def engine_sequences(flags: list[str]) -> int:
-    """The gateway's default `max_in_flight` for an engine started with `flags`, by the agent's
-    rule (DESIGN.md 3.1): its `--max-num-seqs`, else DEFAULT_MAX_IN_FLIGHT."""
-    for i, flag in enumerate(flags[:-1]):
-        if flag == "--max-num-seqs":
-            return int(flags[i + 1])
-    return DEFAULT_MAX_IN_FLIGHT
-
-
 def engine_flags(policy: str, time_scale: float, seed: int, engine: str = "sim") -> list[str]:
     if engine == "vllm":
         return [*VLLM_FLAGS, "--scheduling-policy", policy, "--served-model-name", MODEL]
     flags = [*ENGINE_FLAGS, "--scheduling-policy", policy, *SIM_FLAGS]
     flags += ["--sim-seed", str(seed), "--sim-time-scale", f"{time_scale:g}"]
     return flags
-
-
-def with_queue(config: dict[str, Any], queue: str, **fields: Any) -> dict[str, Any]:
-    """A copy of `config` with these fields set on one queue."""
-    out = copy.deepcopy(config)
-    out["scheduler"]["queues"][queue].update(fields)
-    return out
-
-
-def with_lower_tiers(config: dict[str, Any], **fields: Any) -> dict[str, Any]:
-    """A copy of `config` with these fields set on every tier but the most urgent (a lower
-    tier's `stream_pace_ms` or `stream_interval_tokens`)."""
-    for name in parse_config(config).tiers_by_urgency()[1:]:  # the scheduler's own order
-        config = with_queue(config, name, **fields)
-    return config
 
 
 def with_admission(config: dict[str, Any], **admission: Any) -> dict[str, Any]:
@@ -164,7 +134,6 @@ def arm_spec(
     api_key: str | None = None,
     tier_priority: dict[str, int] | None = None,
     concurrency: int | None = None,
-    tier_stream_interval: dict[str, int] | None = None,
 ) -> WorkloadSpec:
     return WorkloadSpec(
         base_url=base_url + "/v1",
@@ -178,6 +147,5 @@ def arm_spec(
         prompts_file=str(prompts_file),
         seed=seed,
         tier_priority=dict(tier_priority or {}),
-        tier_stream_interval=dict(tier_stream_interval or {}),
         timeout_s=300.0,
     )

@@ -1,4 +1,4 @@
-"""Tuning sweeps (issue 19, DESIGN.md 8.2): change one variable, benchmark, compare, adopt.
+"""Tuning sweeps (issue 19, docs/sweeps.md): change one variable, benchmark, compare, adopt.
 
 - choices.py: kinds, modes, statuses and objectives.
 - models.py: Sweep and SweepTrial (registered with the bench app by console/bench/models.py).

@@ -318,7 +318,12 @@ class Executor:
             ).values_list("started_at", "finished_at", "is_base", "apply_s")
         )
         done = sweep.trials.filter(status__in=trials.PLANNED_FROM).count()
-        walls = [(end - start).total_seconds() for start, end, _, _ in finished]
+        # The query already left out open trials; the None test narrows the types to match.
+        walls = [
+            (end - start).total_seconds()
+            for start, end, _, _ in finished
+            if start is not None and end is not None
+        ]
         applies = [a for _, _, base, a in finished if not base and a is not None]
         left = max(sweep.trials_planned - done, 0)
         eta = None

@@ -223,7 +223,9 @@ class SweepForm(WorkloadFields):
             self.fields[name].required = False
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        # Form.clean returns cleaned_data itself; the stubs type that as optional.
+        super().clean()
+        data = self.cleaned_data
         node: Node | None = data.get("node")
         kind = data.get("kind")
         if node is None or not kind:

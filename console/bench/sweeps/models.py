@@ -1,4 +1,4 @@
-"""Sweeps (DESIGN.md 8.2): a node, a base version, variables and their values, a workload,
+"""Sweeps (docs/sweeps.md): a node, a base version, variables and their values, a workload,
 repeats, constraints and an objective; each trial an ordinary benchmark series.
 
 A Sweep is written by two hands like a benchmark run: services.create_sweep makes it (pending,
@@ -27,8 +27,6 @@ from console.bench.sweeps.choices import (
     TrialStatus,
 )
 
-_NULL: dict[str, Any] = {"null": True, "blank": True}
-
 
 class Sweep(models.Model):
     name = models.CharField(max_length=200, blank=True)
@@ -40,10 +38,18 @@ class Sweep(models.Model):
     # The node's versions of both kinds when the sweep was created (the swept kind's is set);
     # the node is put back on them at the end, on cancel and on failure.
     base_tier_config = models.ForeignKey(
-        "tuning.TierConfigVersion", on_delete=models.PROTECT, related_name="+", **_NULL
+        "tuning.TierConfigVersion",
+        on_delete=models.PROTECT,
+        related_name="+",
+        null=True,
+        blank=True,
     )
     base_launch_profile = models.ForeignKey(
-        "tuning.LaunchProfileVersion", on_delete=models.PROTECT, related_name="+", **_NULL
+        "tuning.LaunchProfileVersion",
+        on_delete=models.PROTECT,
+        related_name="+",
+        null=True,
+        blank=True,
     )
     mode = models.CharField(max_length=12, choices=SweepMode.choices, default=SweepMode.ONE)
     # [{"path": "scheduler.queues.online.max_waiting_time_ms", "values": [1, 5, 10]}]
@@ -68,28 +74,28 @@ class Sweep(models.Model):
     celery_task_id = models.CharField(max_length=50, blank=True)
     # The worker executing it holds a lease it renews; an expired lease lets another resume.
     lease_owner = models.CharField(max_length=200, blank=True)
-    lease_until = models.DateTimeField(**_NULL)
-    heartbeat_at = models.DateTimeField(**_NULL)
+    lease_until = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
 
     trials_planned = models.PositiveIntegerField(default=0, help_text="Upper bound, base included")
     trials_done = models.PositiveIntegerField(default=0)
-    eta_s = models.FloatField(**_NULL)
+    eta_s = models.FloatField(null=True, blank=True)
 
     created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, related_name="+", **_NULL
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, related_name="+", null=True, blank=True
     )
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
-    started_at = models.DateTimeField(**_NULL)
-    finished_at = models.DateTimeField(**_NULL)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
 
     best_trial = models.ForeignKey(
-        "SweepTrial", on_delete=models.SET_NULL, related_name="+", **_NULL
+        "SweepTrial", on_delete=models.SET_NULL, related_name="+", null=True, blank=True
     )
     adopted_trial = models.ForeignKey(
-        "SweepTrial", on_delete=models.SET_NULL, related_name="+", **_NULL
+        "SweepTrial", on_delete=models.SET_NULL, related_name="+", null=True, blank=True
     )
     adopted_rollout = models.ForeignKey(
-        "tuning.Rollout", on_delete=models.SET_NULL, related_name="+", **_NULL
+        "tuning.Rollout", on_delete=models.SET_NULL, related_name="+", null=True, blank=True
     )
     restored = models.BooleanField(default=False, help_text="The node is back on its base")
 
@@ -159,27 +165,35 @@ class SweepTrial(models.Model):
     document = models.JSONField(default=dict, blank=True)
     # The version the trial ran: the base itself for the base trial, else one made for it.
     tier_config = models.ForeignKey(
-        "tuning.TierConfigVersion", on_delete=models.PROTECT, related_name="+", **_NULL
+        "tuning.TierConfigVersion",
+        on_delete=models.PROTECT,
+        related_name="+",
+        null=True,
+        blank=True,
     )
     launch_profile = models.ForeignKey(
-        "tuning.LaunchProfileVersion", on_delete=models.PROTECT, related_name="+", **_NULL
+        "tuning.LaunchProfileVersion",
+        on_delete=models.PROTECT,
+        related_name="+",
+        null=True,
+        blank=True,
     )
     status = models.CharField(
         max_length=12, choices=TrialStatus.choices, default=TrialStatus.PENDING
     )
     # Its runs are the repeats, each an ordinary BenchmarkRun with its config snapshot.
     series = models.ForeignKey(
-        "bench.RunSeries", on_delete=models.SET_NULL, related_name="+", **_NULL
+        "bench.RunSeries", on_delete=models.SET_NULL, related_name="+", null=True, blank=True
     )
     metrics = models.JSONField(default=dict, blank=True, help_text="scoring.trial_metrics")
-    feasible = models.BooleanField(**_NULL)
+    feasible = models.BooleanField(null=True, blank=True)
     violations = models.JSONField(default=list, blank=True)
-    objective_value = models.FloatField(**_NULL)
-    apply_s = models.FloatField(**_NULL)
-    bench_s = models.FloatField(**_NULL)
+    objective_value = models.FloatField(null=True, blank=True)
+    apply_s = models.FloatField(null=True, blank=True)
+    bench_s = models.FloatField(null=True, blank=True)
     error = models.TextField(blank=True)
-    started_at = models.DateTimeField(**_NULL)
-    finished_at = models.DateTimeField(**_NULL)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["sweep", "index"]

@@ -4,7 +4,7 @@
 worker, finds the lease held and returns at once. `resume_sweeps` (Celery beat, every few
 seconds, as `resume_rollouts` is for rollouts) hands every unfinished sweep whose lease has
 expired to a worker again, so one whose worker died is resumed and ends with the node on its
-base, never left running forever (DESIGN.md 8).
+base, never left running forever (docs/architecture.md#security-and-reliability).
 
     enqueue(sweep)    # services.create_sweep: once the creating transaction commits
 """

@@ -87,7 +87,8 @@ def sweep_list(request: HttpRequest) -> HttpResponse:
 def _initial(request: HttpRequest) -> dict[str, Any]:
     """?node=<id>&kind=...: the node prefilled (and the kind it has a version of)."""
     initial: dict[str, Any] = {}
-    node = Node.objects.filter(pk=id_or_none(request.GET.get("node"))).first()
+    node_id = id_or_none(request.GET.get("node"))
+    node = Node.objects.filter(pk=node_id).first() if node_id is not None else None
     if request.GET.get("kind") in SweepKind.values:
         initial["kind"] = request.GET["kind"]
     if node is not None:
@@ -289,7 +290,8 @@ def sweep_adopt(request: HttpRequest, pk: int) -> HttpResponse:
     """Adopt a trial: a new version of the base's name, then a guarded rollout of it."""
     require_role(request, OPERATOR)
     sweep = _sweep(pk)
-    trial = sweep.trials.filter(pk=id_or_none(request.POST.get("trial"))).first()
+    trial_id = id_or_none(request.POST.get("trial"))
+    trial = sweep.trials.filter(pk=trial_id).first() if trial_id is not None else None
     if trial is None:
         messages.error(request, "trial: choose a trial of this sweep to adopt.")
         return redirect("bench:sweep-detail", pk=pk)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.contrib.auth.models import User
 from django.db import transaction
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
@@ -132,6 +133,8 @@ class NodeSerializer(_AuditContext, serializers.ModelSerializer):
     labels = LabelsField(required=False)
     status = serializers.SerializerMethodField()
     is_simulated = serializers.BooleanField(read_only=True)
+    # Set by create: the new node's token in plaintext, for the one reply that shows it.
+    one_time_token: str
 
     class Meta:
         model = Node
@@ -197,7 +200,7 @@ class NodeSerializer(_AuditContext, serializers.ModelSerializer):
                     reason="set at creation",
                     request=request,
                 )
-        node._one_time_token = token
+        self.one_time_token = token
         return node
 
     def update(self, instance: Node, validated_data: dict[str, Any]) -> Node:
@@ -248,8 +251,12 @@ class GatewayKeySerializer(_AuditContext, serializers.ModelSerializer):
         required=False,
         help_text="Nodes the key is valid on; empty: every node",
     )
-    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    created_by: serializers.SlugRelatedField[User] = serializers.SlugRelatedField(
+        slug_field="username", read_only=True
+    )
     is_active = serializers.BooleanField(read_only=True)
+    # Set by create: the new key in plaintext, for the one reply that shows it.
+    one_time_key: str
 
     class Meta:
         model = GatewayKey
@@ -290,7 +297,7 @@ class GatewayKeySerializer(_AuditContext, serializers.ModelSerializer):
             )
         except services.FleetError as exc:
             raise serializers.ValidationError({exc.field: exc.message}) from None
-        key._one_time_key = plaintext
+        self.one_time_key = plaintext
         return key
 
 

@@ -3,7 +3,7 @@ agents' heartbeat (node token)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django.db.models import QuerySet
 from drf_spectacular.utils import OpenApiResponse, extend_schema
@@ -126,7 +126,7 @@ class NodeViewSet(viewsets.ModelViewSet):
         serializer = NodeSerializer(data=request.data, context=self.get_serializer_context())
         serializer.is_valid(raise_exception=True)
         node = serializer.save()
-        token = node._one_time_token
+        token = serializer.one_time_token
         data = {
             **NodeSerializer(node, context=self.get_serializer_context()).data,
             "token": token,
@@ -188,12 +188,12 @@ class GatewayKeyViewSet(
     @extend_schema(responses={201: GatewayKeyCreatedSerializer})
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         """Create a key; the reply holds the key itself, shown this once."""
-        serializer = self.get_serializer(data=request.data)
+        serializer = GatewayKeySerializer(data=request.data, context=self.get_serializer_context())
         serializer.is_valid(raise_exception=True)
         key = serializer.save()
         data = {
             **GatewayKeySerializer(key, context=self.get_serializer_context()).data,
-            "key": key._one_time_key,
+            "key": serializer.one_time_key,
         }
         return Response(data, status=status.HTTP_201_CREATED)
 
@@ -237,7 +237,8 @@ class HeartbeatView(APIView):
             if any(e["type"] == "json_invalid" for e in exc.errors()):
                 raise ParseError("Body is not valid JSON.") from None
             return Response(error_fields(exc), status=status.HTTP_400_BAD_REQUEST)
-        node: Node = request.auth
+        # IsAgentNode let only a Node through; DRF's stubs type request.auth as its own Token.
+        node = cast(Node, request.auth)
         if not heartbeat.names_node(node, beat.node):
             return Response(
                 {"node": ["This token belongs to another node."]}, status=status.HTTP_403_FORBIDDEN

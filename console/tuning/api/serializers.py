@@ -30,7 +30,9 @@ class _VersionSerializer(serializers.ModelSerializer):
 
 class TierConfigVersionSerializer(_VersionSerializer):
     url = serializers.HyperlinkedIdentityField(view_name="tierconfigversion-detail")
-    config = serializers.JSONField(help_text="The tier config document (DESIGN.md 3.1).")
+    config = serializers.JSONField(
+        help_text="The tier config document (docs/architecture.md#tier-config)."
+    )
 
     class Meta:
         model = TierConfigVersion

@@ -1,6 +1,6 @@
-"""Rollouts and rollbacks (DESIGN.md 4): desired versions set wave by wave, watched until the
-agents report them applied and healthy, guarded by an optional SLO check, and undone on any
-failure. The modules here:
+"""Rollouts and rollbacks (docs/architecture.md#rollouts-and-rollbacks): desired versions set wave
+by wave, watched until the agents report them applied and healthy, guarded by an optional SLO check,
+and undone on any failure. The modules here:
 
     models.py    Rollout, RolloutNode, RolloutEvent (registered with the tuning app)
 

@@ -142,4 +142,7 @@ class RolloutForm(forms.Form):
             suggested = suggested_tier_config()
             if suggested is not None:
                 self.fields["tier_config"].initial = suggested.pk
-        self.stale_nodes = [n for n in self.fields["nodes"].queryset if n.status() in STALE]
+        nodes = self.fields["nodes"]
+        # The _NodeChoice declared above, queryset and all; `fields` types it as a bare Field.
+        assert isinstance(nodes, _NodeChoice) and nodes.queryset is not None
+        self.stale_nodes = [n for n in nodes.queryset if n.status() in STALE]

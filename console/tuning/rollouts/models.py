@@ -1,4 +1,5 @@
-"""Rollouts (DESIGN.md 4): which versions go to which nodes, how, and what happened.
+"""Rollouts (docs/architecture.md#rollouts-and-rollbacks): which versions go to which nodes, how,
+and what happened.
 
 A Rollout is the request and its overall state; a RolloutNode is one node's part in it (its
 wave, the versions it is moved to, the versions it desired before, and how far it got); a

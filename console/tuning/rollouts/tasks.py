@@ -3,7 +3,8 @@
 `run_rollout` executes one rollout under a lease (executor.py): a duplicate message, or a
 second worker, finds the lease held and returns at once. `resume_rollouts` (Celery beat, every
 few seconds) hands every unfinished rollout whose lease has expired to a worker again, so one
-whose worker died is resumed or finalised, never left running forever (DESIGN.md 8).
+whose worker died is resumed or finalised, never left running forever
+(docs/architecture.md#security-and-reliability).
 """
 
 from __future__ import annotations

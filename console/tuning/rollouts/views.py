@@ -200,10 +200,13 @@ def rollout_rollback(request: HttpRequest, pk: int) -> HttpResponse:
 def version_rollback(request: HttpRequest, kind: str, pk: int) -> HttpResponse:
     """ "Roll back to the previous version" on a tier config or launch profile page."""
     require_role(request, OPERATOR)
-    models = {"tierconfig": TierConfigVersion, "launchprofile": LaunchProfileVersion}
-    if kind not in models:
+    version: TierConfigVersion | LaunchProfileVersion
+    if kind == "tierconfig":
+        version = get_object_or_404(TierConfigVersion, pk=pk)
+    elif kind == "launchprofile":
+        version = get_object_or_404(LaunchProfileVersion, pk=pk)
+    else:
         raise Http404("no such kind")
-    version = get_object_or_404(models[kind], pk=pk)
     try:
         created = services.rollback_version(version, request.user, request)
     except services.RolloutError as exc:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.contrib.auth.models import User
 from django.db.models import QuerySet
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import mixins, serializers, status, viewsets
@@ -112,7 +113,9 @@ class RolloutSerializer(serializers.ModelSerializer):
     url = serializers.HyperlinkedIdentityField(view_name="rollout-detail")
     display = serializers.CharField(source="__str__", read_only=True)
     target = serializers.CharField(source="target_label", read_only=True)
-    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    created_by: serializers.SlugRelatedField[User] = serializers.SlugRelatedField(
+        slug_field="username", read_only=True
+    )
     node_count = serializers.IntegerField(read_only=True, help_text="Nodes in the rollout")
     nodes_done = serializers.IntegerField(read_only=True, help_text="Nodes applied and healthy")
 
@@ -153,7 +156,8 @@ class RolloutCreateSerializer(serializers.Serializer):
         required=False,
         help_text="With node_selection=nodes.",
     )
-    label = serializers.CharField(
+    # A declared field, moved off the class by DRF's metaclass: Field.label stays intact.
+    label = serializers.CharField(  # type: ignore[assignment]
         required=False, allow_blank=True, max_length=100, help_text="With node_selection=label."
     )
     canary_count = serializers.IntegerField(default=1, min_value=0, max_value=10_000)
