@@ -71,6 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         # uvicorn's httptools protocol with the bounds it lacks: head and body deadlines, the
         # unauthenticated connections capped (docs/gateway.md, "Bounds").
         http=edge_protocol(EdgeLimits.of(options)),
+        ws="none",  # no WebSocket route: an upgrade would leave the edge's bounds behind
     )
     return 0
 

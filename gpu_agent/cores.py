@@ -197,28 +197,6 @@ def unfence(moved: dict[int, set[int]]) -> None:
             os.sched_setaffinity(tid, cpus)
 
 
-def set_policy(pid: int, policy: int, proc: Path = PROC) -> dict[int, int]:
-    """Put every thread of process `pid` in scheduling `policy` (os.SCHED_IDLE: it runs only
-    where no normal thread wants the core, and its wake-ups preempt none; os.SCHED_OTHER:
-    back to normal); threads it starts later inherit it. Each thread changed, with the
-    policy it had (restore_policy gives it back)."""
-    changed: dict[int, int] = {}
-    for task in _listdir(proc / str(pid) / "task"):
-        with contextlib.suppress(ProcessLookupError):
-            before = os.sched_getscheduler(int(task))
-            if before != policy:
-                os.sched_setscheduler(int(task), policy, os.sched_param(0))
-                changed[int(task)] = before
-    return changed
-
-
-def restore_policy(changed: dict[int, int]) -> None:
-    """Give each thread `set_policy` changed the policy it had (those gone are skipped)."""
-    for tid, policy in changed.items():
-        with contextlib.suppress(ProcessLookupError):
-            os.sched_setscheduler(tid, policy, os.sched_param(0))
-
-
 def listening_pid(port: int, proc: Path = PROC) -> int | None:
     """The process listening on TCP `port` (IPv4 or IPv6), None where none of ours is."""
     inodes = set()

@@ -167,8 +167,8 @@ class EdgeProtocol(HttpToolsProtocol):
         transport = self.transport
         if transport is None or transport.is_closing():
             return
-        cycle = self.cycle
-        started = cycle is not None and cycle.response_started
+        cycle = self.cycle  # in a head, the one before it (or none)
+        started = not self._in_head and cycle is not None and cycle.response_started
         if cycle is not None and not cycle.response_complete:
             cycle.disconnected = True  # its send() now writes nothing, its receive() ends
             cycle.message_event.set()

@@ -4,6 +4,10 @@ bound to one each (gpu_agent.cores reads and moves them)."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+from pathlib import Path
+
 from gpu_agent import cores
 
 
@@ -38,3 +42,33 @@ def fence_engine_helpers(engine_url: str, own: set[int], bound: set[int]) -> dic
     if not own - bound:
         raise RuntimeError(f"{engine_url}: the engine's threads hold every core, none to fence to")
     return cores.fence_unbound(listener(engine_url), own - bound)
+
+
+def set_policy(pid: int, policy: int, proc: Path = cores.PROC) -> dict[int, int]:
+    """Put every thread of process `pid` in scheduling `policy` (os.SCHED_IDLE: it runs only
+    where no normal thread wants the core, and its wake-ups preempt none; os.SCHED_OTHER:
+    back to normal); threads it starts later inherit it. Each thread changed, with the
+    policy it had (restore_policy gives it back)."""
+    changed: dict[int, int] = {}
+    for task in _tasks(proc, pid):
+        with contextlib.suppress(ProcessLookupError):
+            before = os.sched_getscheduler(int(task))
+            if before != policy:
+                os.sched_setscheduler(int(task), policy, os.sched_param(0))
+                changed[int(task)] = before
+    return changed
+
+
+def restore_policy(changed: dict[int, int]) -> None:
+    """Give each thread `set_policy` changed the policy it had (those gone are skipped)."""
+    for tid, policy in changed.items():
+        with contextlib.suppress(ProcessLookupError):
+            os.sched_setscheduler(tid, policy, os.sched_param(0))
+
+
+def _tasks(proc: Path, pid: int) -> list[str]:
+    """The thread ids of process `pid` (none when it is gone)."""
+    try:
+        return os.listdir(proc / str(pid) / "task")
+    except OSError:
+        return []

@@ -216,7 +216,7 @@ def run(args: argparse.Namespace, log: Any = print) -> list[dict[str, Any]]:
             if kind == "o":  # the client asks vLLM for (v)'s pieces itself
                 spec.tier_stream_interval = lower_tier_fields(args.interval_tokens)
             helpers = fences.fence_engine_helpers(engine, own, bound) if kind in "eh" else {}
-            idled = cores.set_policy(fences.listener(target), os.SCHED_IDLE) if kind == "l" else {}
+            idled = fences.set_policy(fences.listener(target), os.SCHED_IDLE) if kind == "l" else {}
             with burner(args.burn) if kind == "b" else contextlib.nullcontext() as pid:
                 cpu0, t0 = (cpu_seconds(pid) or 0.0, time.time()) if pid else (0.0, 0.0)
                 trace = workdir / f"window-{i}-trace.json"  # the engine's samples
@@ -226,7 +226,7 @@ def run(args: argparse.Namespace, log: Any = print) -> list[dict[str, Any]]:
                 sched = sched_rates(sched0, sched_by_label(named), time.monotonic() - s0)
                 burnt = ((cpu_seconds(pid) or 0.0) - cpu0) / (time.time() - t0) if pid else None
             cores.unfence(helpers)
-            cores.restore_policy(idled)
+            fences.restore_policy(idled)
             row = {
                 "window": i,
                 "kind": kind,

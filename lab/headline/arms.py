@@ -72,7 +72,7 @@ class LabArm(Arm):
     reserve_caps_lower_tiers: bool = False  # it caps every request but online's own instead
     # max_in_flight left at the gateway's default, above the engine's: online may wait in the
     # engine's priority queue, and the capped reserve counts against the sequences the gateway
-    # learns from /metrics (scheduler/rooms.py, `_slot_room`).
+    # learns from /metrics (scheduler/reserve.py, `Reserve.slot_room`).
     urgent_waits_in_engine: bool = False
     gateway_flags: tuple[str, ...] = ()  # more of the agent's command-line flags
 

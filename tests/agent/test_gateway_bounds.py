@@ -196,11 +196,19 @@ async def test_a_missing_or_bad_key_is_401_before_any_body_byte(tmp_path: Path) 
 
 
 async def test_a_content_length_over_the_limit_is_413_unread(tmp_path: Path) -> None:
-    async with served(tmp_path, limits(), max_body_bytes=1000) as gw:
+    async with served(tmp_path, limits(discard_bytes=4096), max_body_bytes=1000) as gw:
         client = await gw.connect()
-        await client.send(head(1001))
+        await client.send(head(1 << 20))
         status, _, body = await client.response(timeout=2)
         assert (status, code(body)) == (413, "request_too_large")
+        # What comes of the refused body is dropped, as much as the limit, then the
+        # connection closes.
+        await client.send(b"x" * 2048)
+        assert not await client.closed_within(0.2)
+        with contextlib.suppress(ConnectionError):
+            await client.send(b"x" * 4096)
+        assert await client.closed_within(1)
+        assert gw.guard.closed == {"discard_limit": 1}
         # One that says less and sends more is cut at the limit as it is read.
         client = await gw.connect()
         await client.send(b"POST /v1/completions HTTP/1.1\r\nhost: x\r\n" + BEARER)
@@ -237,6 +245,25 @@ async def test_a_stalled_or_endless_head_is_cut_off(tmp_path: Path) -> None:
         status, _, body = await endless.response(timeout=3)
         assert (status, code(body)) == (431, "header_too_large")
         assert await endless.closed_within(1)
+        # A kept-alive connection's next head has the same bound, from its first byte.
+        kept = await gw.connect()
+        await kept.send(head(len(BODY)) + BODY)
+        assert (await kept.response())[0] == 200
+        await asyncio.sleep(0.6)  # idle longer than the head's bound: not a head yet
+        await kept.send(b"POST /v1/chat/completions HTTP/1.1\r\n")
+        status, _, body = await kept.response(timeout=3)
+        assert (status, code(body)) == (408, "header_timeout")
+
+
+def test_the_body_timeout_and_budget_are_agent_options() -> None:
+    argv = ["--engine-url", "http://127.0.0.1:1", "--listen", "127.0.0.1:9", "--tier-config"]
+    argv += ["t.json", "--keys", "k.json", "--client-body-timeout", "3"]
+    options = parse_args([*argv, "--body-budget-bytes", "4096"])
+    assert EdgeLimits.of(options) == EdgeLimits(3.0, options.max_body_bytes)
+    assert options.body_budget_bytes == 4096
+    defaults = EdgeLimits.of(parse_args(argv[:-2]))
+    assert (defaults.body_timeout_s, defaults.header_timeout_s) == (20.0, 10.0)
+    assert parse_args(argv[:-2]).body_budget_bytes == 64 << 20
 
 
 async def test_bodies_past_the_budget_are_429_with_retry_after(tmp_path: Path) -> None:
