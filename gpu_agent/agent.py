@@ -183,13 +183,6 @@ class Agent:
         queue = self.config.scheduler.queues.get(tier)
         return queue.priority if queue is not None else self.promoted_priority
 
-    def stream_pace_s(self, tier: str) -> float:
-        """How often a stream of `tier` is read from the engine after its first token, in
-        seconds (its queue's `stream_pace_ms`); 0: each piece as it comes."""
-        queue = self.config.scheduler.queues.get(tier)
-        pace = queue.stream_pace_ms if queue is not None else None
-        return pace / 1000.0 if pace else 0.0
-
     @property
     def promoted_priority(self) -> int:
         """The engine priority of a request released by the starvation bound: the most

@@ -20,6 +20,7 @@ from starlette.routing import Route
 from gpu_agent.agent import Agent
 from gpu_agent.errors import error_body, retry_headers
 from gpu_agent.gateway import Gateway
+from gpu_agent.keys import unknown_key_message
 from gpu_agent.telemetry import parse_engine_metrics
 from gpu_agent.types import Receive, Scope, Send
 
@@ -65,7 +66,7 @@ def _control_app(agent: Agent) -> Starlette:
     async def models(request: Request) -> Response:
         token = _bearer(request)
         if token is None or agent.keys.lookup(token) is None:
-            return _error(401, "invalid API key", "invalid_api_key")
+            return _error(401, unknown_key_message(token or ""), "invalid_api_key")
         try:
             async with agent.session.get(agent.engine_url + "/v1/models") as upstream:
                 body = await upstream.read()

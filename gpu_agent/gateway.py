@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from gpu_agent.bodies import BodyError, engine_body, read_completion
 from gpu_agent.edge import BodyBudget, BodyRefused, ClientGone, read_body, trust
 from gpu_agent.errors import engine_error, send_error, sse_error
+from gpu_agent.keys import unknown_key_message
 from gpu_agent.metrics import CANCELLED, CLIENT_TIMEOUT, ERROR, OK
 from gpu_agent.relay import BufferBudget, ClientStalled, ClientWriter, FirstDelta
 from gpu_agent.types import Receive, Scope, Send
@@ -102,10 +103,11 @@ class Gateway:
                 send, 401, "missing API key (Authorization: Bearer)", "invalid_api_key"
             )
             return
-        key = agent.keys.lookup(auth[7:].strip().decode("latin-1"))
+        token = auth[7:].strip().decode("latin-1")
+        key = agent.keys.lookup(token)
         if key is None:
             agent.metrics.auth_failures.labels("bad_key").inc()
-            await send_error(send, 401, "invalid API key", "invalid_api_key")
+            await send_error(send, 401, unknown_key_message(token), "invalid_api_key")
             return
         asked = tier_header.decode("latin-1").strip() if tier_header is not None else None
         tier = key.pick_tier(asked)
@@ -251,9 +253,6 @@ class Gateway:
                         # The client's first token first, then the scheduler's bookkeeping.
                         await writer.write(chunk)
                         ticket.first_token()
-                        pace = agent.stream_pace_s(tier)
-                        if pace:  # the rest in fewer, larger pieces (docs/admission.md)
-                            resp.pace(pace)
                     else:
                         await writer.write(chunk)  # waits only while the client is far behind
                     tail = (tail + chunk)[-_TAIL_BYTES:]

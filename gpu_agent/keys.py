@@ -45,6 +45,26 @@ class GatewayKey:
         }
 
 
+# The console's own credentials, by their prefixes: an API token opens the console's REST API
+# and a node token the agent's control routes, never the gateway's completion routes.
+_NOT_GATEWAY_KEYS = {
+    "tgt_": "a console API token (tgt_...)",
+    "tgn_": "a node token (tgn_...)",
+}
+
+
+def unknown_key_message(token: str) -> str:
+    """The 401 message for a token that is no gateway key here: where the token is visibly
+    another of Tiergate's credentials, say which, and what a gateway takes instead."""
+    for prefix, what in _NOT_GATEWAY_KEYS.items():
+        if token.startswith(prefix):
+            return (
+                f"invalid API key: this is {what}; a gateway takes a gateway key (tgk_...), "
+                "made on the console's Gateway keys page (docs/automation.md)"
+            )
+    return "invalid API key"
+
+
 def hash_key(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 

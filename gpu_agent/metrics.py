@@ -19,7 +19,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from scheduler import SchedulerStats
+from scheduler import QUEUE_FULL, QUEUE_TIMEOUT, SchedulerStats
 from scheduler.stats import nearest_rank
 
 # LLM first tokens range from milliseconds (short prompt, idle engine) to tens of seconds.
@@ -32,6 +32,10 @@ ERROR = "error"
 REJECTED = "rejected"
 CANCELLED = "cancelled"
 CLIENT_TIMEOUT = "client_timeout"  # the engine answered; the client stopped reading
+# The gateway's own refusals for overload (docs/admission.md, "Overload"): a full queue (429,
+# `max_queue_depth`) and the sojourn bound (503, `queue_timeout_ms` or `shed_after_ms`). Counted
+# as shed, apart from errors, so an operator sees what the overload defaults turned away.
+SHED_REASONS = (QUEUE_FULL, QUEUE_TIMEOUT)
 
 
 def percentile(sorted_values: list[float], q: float) -> float | None:
@@ -116,6 +120,13 @@ class GatewayMetrics:
             ["tier", "reason"],
             registry=registry,
         )
+        self.shed = Counter(
+            "tiergate_shed",
+            "Requests the gateway shed for overload, by reason: queue_full (429, the tier's "
+            "max_queue_depth), queue_timeout (503, queue_timeout_ms or admission.shed_after_ms).",
+            ["tier", "reason"],
+            registry=registry,
+        )
         self.tokens = Counter(
             "tiergate_tokens",
             "Tokens reported in the engine's usage, by kind (prompt, completion).",
@@ -132,6 +143,8 @@ class GatewayMetrics:
 
     def rejected(self, tier: str, reason: str) -> None:
         self.rejections.labels(tier, reason).inc()
+        if reason in SHED_REASONS:
+            self.shed.labels(tier, reason).inc()
         self.requests.labels(tier, REJECTED).inc()
         self.interval.rejected(tier)
 

@@ -25,7 +25,7 @@ from gpu_agent.agent import GATEWAY_KEYS, LAUNCH_PROFILE, TIER_CONFIG, Agent
 from gpu_agent.keys import KeysError, parse_keys
 from gpu_agent.state import StateFile
 from gpu_agent.supervisor import EngineStartError
-from scheduler import ConfigError, config_to_dict, parse_config
+from scheduler import ConfigError, config_to_dict, parse_config, without_removed
 
 log = logging.getLogger("gpu_agent.reconciler")
 
@@ -89,7 +89,7 @@ class Reconciler:
         if isinstance(saved, dict) and isinstance(saved.get("config"), dict):
             try:
                 config = parse_config(
-                    saved["config"], default_max_in_flight=agent.default_max_in_flight
+                    _current(saved["config"]), default_max_in_flight=agent.default_max_in_flight
                 )
             except ConfigError as exc:
                 log.warning("saved tier config is invalid, not used: %s", exc)
@@ -231,7 +231,7 @@ class Reconciler:
             return
         try:
             config = parse_config(
-                wanted["config"], default_max_in_flight=agent.default_max_in_flight
+                _current(wanted["config"]), default_max_in_flight=agent.default_max_in_flight
             )
         except ConfigError as exc:
             agent.apply_errors[TIER_CONFIG] = {"version": version, "error": str(exc)}
@@ -320,3 +320,12 @@ class Reconciler:
         self._state[GATEWAY_KEYS] = agent.keys.to_list()
         self._state["keys_version"] = version
         self._save()
+
+
+def _current(document: dict[str, Any]) -> dict[str, Any]:
+    """A stored or desired tier config without the fields the schema has since removed (a
+    version saved before the removal still applies), each dropped field logged."""
+    current, dropped = without_removed(document)
+    if dropped:
+        log.warning("tier config: removed fields ignored: %s", ", ".join(dropped))
+    return current

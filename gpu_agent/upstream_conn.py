@@ -2,7 +2,7 @@
 protocol, httptools (llhttp) for the response's framing, chunked transfer decoding included;
 the body's pieces go to the handler as they arrive, in order, joined when several came in one
 read. Reads are paused while the handler is far behind, so TCP holds the engine back as it
-would for a direct client, and between the reads of a paced stream (`Connection.pace`).
+would for a direct client.
 """
 
 from __future__ import annotations
@@ -63,7 +63,6 @@ class Connection(asyncio.Protocol):
         self.closed = False
         self.reused = False
         self.idle_since = 0.0
-        self._hold: asyncio.TimerHandle | None = None  # reads paused until it fires (pace)
         self._begin()
 
     def _begin(self) -> None:
@@ -80,7 +79,6 @@ class Connection(asyncio.Protocol):
         self._waiter: asyncio.Future[None] | None = None
         self._waiting_since = 0.0
         self._timer: asyncio.TimerHandle | None = None
-        self._pace = 0.0  # a held connection is never complete, so never begins again
 
     # -- the protocol -------------------------------------------------------------------------
 
@@ -180,33 +178,11 @@ class Connection(asyncio.Protocol):
         data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
         self._chunks = []
         self._size = 0
-        if self._pace and not self._complete and not self.closed:
-            self._paused = False
-            self._start_hold()
-        elif self._paused:
+        if self._paused:
             self._paused = False
             if not self.closed:
                 self.transport.resume_reading()
         return data
-
-    def pace(self, seconds: float) -> None:
-        """From now on read the engine at most once every `seconds`: reads pause until then,
-        and again after each piece, so what the engine sent meanwhile comes as one piece.
-        Fewer wake-ups, reads and writes for a stream whose client wants throughput, not
-        each token the moment it is made (a tier's `stream_pace_ms`, docs/admission.md)."""
-        self._pace = seconds
-        if not self._complete and not self.closed:
-            self._start_hold()
-
-    def _start_hold(self) -> None:
-        if self._hold is None:  # what comes until the hold ends arrives in one read
-            self.transport.pause_reading()
-            self._hold = self.loop.call_later(self._pace, self._unhold)
-
-    def _unhold(self) -> None:
-        self._hold = None
-        if not self.closed:
-            self.transport.resume_reading()
 
     async def _wait(self) -> None:
         if self._error is not None:
@@ -227,7 +203,6 @@ class Connection(asyncio.Protocol):
 
     def _message_ends(self) -> None:
         self._complete = True
-        self._pace = 0.0
         self._stop_timer()
         self._wake()
 
@@ -261,9 +236,6 @@ class Connection(asyncio.Protocol):
     def close(self) -> None:
         """Drop the socket: an exchange in progress is aborted at the engine."""
         self._stop_timer()
-        if self._hold is not None:
-            self._hold.cancel()
-            self._hold = None
         if self.closed:
             return
         self.closed = True

@@ -28,8 +28,6 @@ through the window's path:
        moved off the cores its OpenMP threads hold, and given back after the window
     h  through (g)'s gateway, the engine's helpers fenced as in (e): what the agent's default
        (`--fence-engine-helpers`) does
-    s  through a gateway as (g) with `stream_pace_ms` `--pace-ms` on the tiers but online: their
-       streams read from the engine once per pace after the first token, in fewer pieces
     v  through a gateway as (g) with `stream_interval_tokens` `--interval-tokens` on the tiers
        but online: vLLM itself sends their streams that many tokens a piece
     o  straight to the engine as (d), the client asking vLLM for (v)'s pieces itself
@@ -96,8 +94,11 @@ from lab.window_stats import RATES, direct_a_a, pooled, summary
 from tools.tiny_model import size_problem
 from tools.vllm_env import LAYOUTS, use_layout
 
-KINDS = "dpgbncfjehlsvo"
-GATEWAYS = "gfjhlsv"  # the kinds whose front is one of our gateways
+KINDS = "dpgbncfjehlvo"
+# Window (s), a gateway pacing the lower tiers' streams (`stream_pace_ms`, removed from the tier
+# config), runs no more; its records in lab/data/windows still pool.
+POOLED_KINDS = KINDS + "s"
+GATEWAYS = "gfjhlv"  # the kinds whose front is one of our gateways
 DIRECT = "dbceo"  # the kinds that go straight to the engine: no front of their own
 
 
@@ -105,9 +106,9 @@ def _pool_main(argv: list[str]) -> int:
     what = "pool one kind's windows over runs' --json records"
     p = argparse.ArgumentParser(prog="python -m lab.engine_windows pool", description=what)
     p.add_argument("records", nargs="+", type=Path)
-    p.add_argument("--kind", required=True, choices=list(KINDS))
+    p.add_argument("--kind", required=True, choices=list(POOLED_KINDS))
     p.add_argument("--key", default="engine_tps", choices=list(RATES))
-    p.add_argument("--reference", default="d", choices=list(KINDS), help="judged against")
+    p.add_argument("--reference", default="d", choices=list(POOLED_KINDS), help="judged against")
     args = p.parse_args(argv)
     try:
         runs = [json.loads(path.read_text(encoding="utf-8"))["windows"] for path in args.records]
@@ -152,7 +153,7 @@ def run(args: argparse.Namespace, log: Any = print) -> list[dict[str, Any]]:
     with contextlib.ExitStack() as stack:
         engine = stack.enter_context(run_engine(MODEL, flags, workdir, "engine", vllm))
         relay = nginx = floating = joined = None
-        ours: dict[str, str | None] = {"gateway": None, "paced": None, "interval": None}
+        ours: dict[str, str | None] = {"gateway": None, "interval": None}
         own, bound = os.sched_getaffinity(0), fences.engine_bound(engine)  # before any fencing
         fenced = args.fence_engine_helpers
         if fenced:
@@ -165,7 +166,6 @@ def run(args: argparse.Namespace, log: Any = print) -> list[dict[str, Any]]:
         by_hand = tool_fences(args)
         for name, config, kinds in (
             ("gateway", SEED_TIER_CONFIG, "ghl"),
-            ("paced", with_lower_tiers(SEED_TIER_CONFIG, stream_pace_ms=args.pace_ms), "s"),
             ("interval", with_lower_tiers(SEED_TIER_CONFIG,
                                           stream_interval_tokens=args.interval_tokens), "v"),
         ):  # fmt: skip
@@ -196,7 +196,7 @@ def run(args: argparse.Namespace, log: Any = print) -> list[dict[str, Any]]:
             client_cpus = fences.fence_client(own, bound, join=args.client_on_engine_cores)
         gateway = ours["gateway"]
         targets = {**dict.fromkeys(DIRECT, engine), "p": relay, "g": gateway, "h": gateway,
-                   "l": gateway, "s": ours["paced"], "v": ours["interval"], "n": nginx,
+                   "l": gateway, "v": ours["interval"], "n": nginx,
                    "f": floating, "j": joined}  # fmt: skip
         for i, kind in enumerate(args.order):
             target = targets[kind]
@@ -301,7 +301,6 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--warmup", type=float, default=5.0)
     p.add_argument("--burn", type=float, default=0.06, help="(b): the burner's share of a core")
     p.add_argument("--cap", type=int, default=26, help="(c): requests in flight")
-    p.add_argument("--pace-ms", type=float, default=100.0, help="(s): the lower tiers' pace")
     p.add_argument("--interval-tokens", type=int, default=16,
                    help="(v), (o): the lower tiers' stream interval, tokens")  # fmt: skip
     p.add_argument("--seed", type=int, default=1)
@@ -322,13 +321,13 @@ def main(argv: list[str] | None = None) -> int:
         if problem:
             parser().error(f"--model-size: {problem}")
     bad = sorted(set(args.order) - set(KINDS))
-    odd = not 0 < args.burn < 1 or args.cap < 1 or not 0 < args.pace_ms <= 1000
+    odd = not 0 < args.burn < 1 or args.cap < 1
     odd = odd or not 1 <= args.interval_tokens <= 1024
     if bad or not args.order or odd:
         what = (
             f"unknown window kinds {bad}"
             if bad
-            else "--order empty, --burn not in (0, 1), --cap < 1, --pace-ms not in (0, 1000] "
+            else "--order empty, --burn not in (0, 1), --cap < 1 "
             "or --interval-tokens not in [1, 1024]"
         )
         parser().error(f"{what}; kinds: {KINDS}")

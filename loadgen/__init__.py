@@ -14,9 +14,11 @@ Library (what the console's Celery task calls)::
     result.samples      # list[RequestSample], one per completed request (warmup included,
                         # flagged `warmup=True`); requests cut off by a cancel are dropped
     result.summary      # {"<tier>": {...}, ..., "overall": {...}}: count, completed, errors,
-                        # error_rate, ttft_s/tpot_s/itl_s/e2e_s {count, mean, p50, p90, p99,
+                        # error_rate, shed, shed_rate (the gateway's refusals for overload,
+                        # apart from errors: stats.is_shed),
+                        # ttft_s/tpot_s/itl_s/e2e_s {count, mean, p50, p90, p99,
                         # max}, request_throughput_rps, output_throughput_tps, goodput_rps
-    result.timeseries   # per second of the measured window: completed, errors,
+    result.timeseries   # per second of the measured window: completed, errors, shed,
                         # output_tokens, ttft_p50_s, ttft_p99_s
     result.validity     # dispatch/loop lag, client CPU, usage_missing, flags: list[str],
                         # itl/ttft_merged_share, untrusted: {"itl_s": why, ...} (figures

@@ -6,12 +6,14 @@ import argparse
 import asyncio
 import json
 import os
+import secrets
 import signal
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from loadgen import prefixcache
 from loadgen.loops import new_runner
 from loadgen.prompts import load_prompts_file
 from loadgen.runner import run_workload
@@ -59,8 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
         "--salt",
-        default="",
-        help="text that leads every prompt, so a rerun does not hit the last run's prefix cache",
+        default=None,
+        help="text that leads every prompt, so a rerun does not hit the last run's prefix "
+        "cache (default: a fresh random one per run, printed and kept in the JSON; '' for none)",
     )
     p.add_argument("--tier-mix", default="", help="online=0.7,batch=0.2,offline=0.1")
     p.add_argument("--tier-header", default=TIER_HEADER_DEFAULT)
@@ -109,7 +112,7 @@ def spec_from_args(args: argparse.Namespace) -> WorkloadSpec:
         stream=args.stream,
         temperature=args.temperature,
         seed=args.seed,
-        salt=args.salt,
+        salt=new_salt() if args.salt is None else args.salt,
         tier_mix=parse_tier_mix(args.tier_mix) if args.tier_mix else {},
         tier_header=args.tier_header,
         tier_priority=parse_tier_priority(args.tier_priority),
@@ -124,11 +127,19 @@ def spec_from_args(args: argparse.Namespace) -> WorkloadSpec:
 UNTRUSTED_MARK = "!"
 
 
+def new_salt() -> str:
+    """A salt of its own for each run (docs/architecture.md#benchmarks: prompts are salted per
+    run), so running the same command twice measures the engine twice, not its prefix cache
+    the second time. The console's runs get theirs the same way (console/bench/services.py)."""
+    return f"run-{secrets.token_hex(4)}"
+
+
 def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value * 1000:.1f}"
 
 
-def format_summary(result: RunResult) -> str:
+def format_summary(result: RunResult, prefix: dict[str, Any] | None = None) -> str:
+    """The table and the lines under it; `prefix` is prefixcache.report's (None: not read)."""
     metrics = ("ttft_s", "tpot_s", "itl_s", "e2e_s")
     header = (
         f"{'tier':<10} {'n':>6} {'err':>5} "
@@ -173,6 +184,7 @@ def format_summary(result: RunResult) -> str:
     )
     for flag in v["flags"]:
         lines.append(f"WARNING (validity): {flag}")
+    lines.extend(_cache_lines(str(result.spec.get("salt") or ""), prefix))
     for metric, reason in untrusted.items():
         lines.append(f"{UNTRUSTED_MARK} {metric[:-2].upper()} is not a wire time: {reason}")
     if result.cancelled:
@@ -181,6 +193,43 @@ def format_summary(result: RunResult) -> str:
     if errors:
         lines.append(f"first error: {errors[0]}")
     return "\n".join(lines)
+
+
+def _cache_lines(salt: str, prefix: dict[str, Any] | None) -> list[str]:
+    """The salt the prompts carried, the engine's prefix hit rate over the run where it could
+    be read, and a warning when that rate says the run measured the cache."""
+    lines = [
+        f"prompt salt: {salt} (fresh each run; --salt '' for none)"
+        if salt
+        else "prompt salt: none (--salt ''): a rerun sends the same prompts"
+    ]
+    if prefix is None:
+        return lines
+    if not prefix.get("readable"):
+        lines.append(f"engine prefix cache: not read ({prefix.get('why')})")
+        return lines
+    rate = prefix.get("hit_rate")
+    if rate is None:
+        lines.append("engine prefix cache: no prompt tokens queried during the run")
+        return lines
+    share = prefix.get("expected_share")
+    lines.append(
+        f"engine prefix cache: {rate:.0%} of {prefix['queries']:.0f} prompt tokens were hits "
+        f"during the run (from {prefix['source']})"
+    )
+    if prefix.get("high"):
+        expected = "unknown with a prompts file" if share is None else f"about {share:.0%}"
+        cause = (
+            "the prompts were not salted (--salt '') and the engine still held an earlier run's"
+            if not salt
+            else "the prompts repeat within the run, or share more than their shared prefix"
+        )
+        lines.append(
+            f"WARNING (prefix cache): the engine served {rate:.0%} of prompt tokens from its "
+            f"prefix cache (the workload shares {expected}): {cause}; TTFT and throughput "
+            "measure the cache, not the engine's prefill"
+        )
+    return lines
 
 
 def _progress_printer(stream: Any) -> Callable[[Progress], None]:
@@ -216,15 +265,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = Path(args.json_path) if args.json_path else None
     if out is not None and not os.access(out.parent, os.W_OK):
         parser.error(f"--json: cannot write into {out.parent}")  # before the run, not after it
+    # The engine's prefix-cache counters either side of the run (outside its timing).
+    before = prefixcache.read_counters(spec.base_url, spec.api_key)
     with new_runner() as runner:
         result = runner.run(_run(spec, args.quiet))
+    prefix = prefixcache.report(
+        before,
+        prefixcache.read_counters(spec.base_url, spec.api_key),
+        prefixcache.expected_share(
+            spec.prompt_tokens, spec.shared_prefix_tokens, spec.prompts_file
+        ),
+    )
     if not args.quiet and sys.stderr.isatty():
         sys.stderr.write("\n")
-    print(format_summary(result))
+    print(format_summary(result, prefix))
     if out is not None:
         partial = out.with_name(out.name + ".partial")
         with open(partial, "w", encoding="utf-8") as handle:
-            json.dump(result.to_json_dict(), handle, indent=1)
+            json.dump({**result.to_json_dict(), "prefix_cache": prefix}, handle, indent=1)
         partial.replace(out)  # whole or not at all
     overall = result.summary[OVERALL]
     if overall["count"] and overall["completed"] == 0:

@@ -51,7 +51,9 @@ class WorkloadSpec:
     temperature: float | None = None
     seed: int = 0
     # Leads every prompt (the shared prefix too), so a run never finds an earlier run's
-    # prompts in the engine's prefix cache; the same salt reproduces the same prompts.
+    # prompts in the engine's prefix cache; the same salt reproduces the same prompts. "" is
+    # none: the library leaves the choice to its caller, and both callers draw a fresh one per
+    # run (the command line, cli.new_salt, unless told `--salt ''`; the console's runs).
     salt: str = ""
     tier_mix: dict[str, float] = field(default_factory=dict)
     tier_header: str = TIER_HEADER_DEFAULT

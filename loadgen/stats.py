@@ -2,13 +2,20 @@
 
 Percentiles are nearest-rank (percentiles.py, docs/metrics.md): always a measured value.
 Durations in the output are seconds; keys end in `_s` where that matters. Request throughput is
-completed
-requests over the wall-clock span of the measured window (not seed 000's n / mean latency).
+completed requests over the wall-clock span of the measured window (not seed 000's n / mean
+latency).
+
+A request the gateway shed for overload (`is_shed`: its 429 for a full queue, its 503 for the
+sojourn bound; docs/admission.md, "Overload") is counted as `shed`, apart from `errors`: the
+gateway answered as configured, and the operator weighs that against its latency. The client's
+own validity (`validity`) still counts every request without an answer in its `error_rate`,
+shed included: the latency figures describe the answered requests only.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -37,6 +44,20 @@ VALIDITY_BOUNDS = {
     "itl_merged_share": 0.01,
     "ttft_merged_share": 0.01,
 }
+
+
+# The error codes of the gateway's refusals for overload, in its OpenAI-shaped error body
+# (gpu_agent/errors.py), as its `tiergate_shed_total` counts them (docs/metrics.md).
+SHED_STATUSES = (429, 503)
+_SHED_CODE = re.compile(r'"code"\s*:\s*"(?:queue_full|queue_timeout)"')
+
+
+def is_shed(sample: RequestSample) -> bool:
+    """The gateway shed this request for overload: a 429 `queue_full` (the tier's queue was
+    full) or a 503 `queue_timeout` (it waited out `queue_timeout_ms` or `shed_after_ms`).
+    Another server's 429 or 503 (the engine busy or down) is an error."""
+    error = sample.error
+    return sample.status in SHED_STATUSES and error is not None and bool(_SHED_CODE.search(error))
 
 
 def itl_stats(gaps: Sequence[float]) -> ItlStats:
@@ -92,7 +113,8 @@ def _group_summary(
     slo_tpot_s: float | None,
 ) -> dict[str, Any]:
     ok = [s for s in samples if s.ok]
-    errors = len(samples) - len(ok)
+    shed = sum(1 for s in samples if not s.ok and is_shed(s))
+    errors = len(samples) - len(ok) - shed
     itl_values, itl_source = _itl_values(ok)
     output_tokens = sum(s.output_tokens or 0 for s in ok)
     reported = [s.reasoning_tokens for s in ok if s.reasoning_tokens is not None]
@@ -102,8 +124,10 @@ def _group_summary(
     return {
         "count": len(samples),
         "completed": len(ok),
-        "errors": errors,
+        "errors": errors,  # failed requests, not counting those shed
         "error_rate": errors / len(samples) if samples else 0.0,
+        "shed": shed,  # refused by the gateway for overload (`is_shed`)
+        "shed_rate": shed / len(samples) if samples else 0.0,
         "ttft_s": distribution(s.ttft for s in ok),
         "tpot_s": distribution(s.tpot for s in ok),
         "itl_s": distribution(itl_values),
@@ -209,7 +233,7 @@ def run_figures(
 def timeseries(
     samples: Sequence[RequestSample], window: tuple[float, float] | None = None
 ) -> list[dict[str, Any]]:
-    """One row per second of the window, by completion time: completed, errors, output
+    """One row per second of the window, by completion time: completed, errors, shed, output
     tokens, TTFT p50/p99 of the requests completed in that second."""
     measured = [s for s in samples if not s.warmup]
     start, end = window if window is not None else default_window(measured)
@@ -225,12 +249,14 @@ def timeseries(
     for i, bucket in enumerate(buckets):
         ttfts = [s.ttft for s in bucket if s.ok and s.ttft is not None]
         p50, p99 = percentiles(ttfts, [50, 99]) if ttfts else (None, None)
+        shed = sum(1 for s in bucket if not s.ok and is_shed(s))
         rows.append(
             {
                 "t": start + i,
                 "second": i,
                 "completed": sum(1 for s in bucket if s.ok),
-                "errors": sum(1 for s in bucket if not s.ok),
+                "errors": sum(1 for s in bucket if not s.ok) - shed,
+                "shed": shed,
                 "output_tokens": sum(s.output_tokens or 0 for s in bucket if s.ok),
                 "ttft_p50_s": p50,
                 "ttft_p99_s": p99,

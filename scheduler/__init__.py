@@ -77,6 +77,7 @@ from scheduler.config import (
     diff_configs,
     load_config_file,
     parse_config,
+    without_removed,
 )
 from scheduler.dispatcher import Dispatcher
 from scheduler.driver import AsyncDispatcher, Rejected, Ticket
@@ -121,4 +122,5 @@ __all__ = [
     "diff_configs",
     "load_config_file",
     "parse_config",
+    "without_removed",
 ]

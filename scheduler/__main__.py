@@ -1,8 +1,11 @@
-"""Command line: `python -m scheduler validate FILE...` and `python -m scheduler diff OLD NEW`.
+"""Command line: `python -m scheduler validate FILE...`, `python -m scheduler diff OLD NEW` and
+`python -m scheduler reference [--write DOC]`.
 
 validate: prints "FILE: ok" per valid file, or one "FILE: path: rule" line per error on
 stderr; exit 1 if any file is invalid. diff: one "path: old -> new" line per change (values as
-JSON), or "no differences"; exit 0, or 1 when either file is invalid.
+JSON), or "no differences"; exit 0, or 1 when either file is invalid. reference: the tier
+config's reference table made from the schema (scheduler/reference.py), printed, or written
+between the markers of DOC (docs/admission.md).
 """
 
 from __future__ import annotations
@@ -11,9 +14,11 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from scheduler.config import ConfigError, TierConfig, diff_configs, load_config_file
+from scheduler.reference import reference_table, with_table
 
 
 def _load(path: str) -> TierConfig | None:
@@ -55,6 +60,20 @@ def _diff(old_path: str, new_path: str) -> int:
     return 0
 
 
+def _reference(doc: str | None) -> int:
+    if doc is None:
+        print(reference_table(), end="")
+        return 0
+    path = Path(doc)
+    try:
+        path.write_text(with_table(path.read_text(encoding="utf-8")), encoding="utf-8")
+    except (OSError, ValueError) as exc:
+        print(f"{doc}: {exc}", file=sys.stderr)
+        return 1
+    print(f"{doc}: reference table written")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m scheduler", description="Tier config tools")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -63,9 +82,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     diff = commands.add_parser("diff", help="list the changes between two tier configs")
     diff.add_argument("old", metavar="OLD.json")
     diff.add_argument("new", metavar="NEW.json")
+    reference = commands.add_parser("reference", help="the tier config's reference table")
+    reference.add_argument(
+        "--write", metavar="DOC", help="replace the table between DOC's markers instead"
+    )
     args = parser.parse_args(argv)
     if args.command == "validate":
         return _validate(args.files)
+    if args.command == "reference":
+        return _reference(args.write)
     return _diff(args.old, args.new)
 
 

@@ -7,21 +7,20 @@ round-trips identical in shape.
 Validation collects every problem at once, each as a `FieldError` with a dotted path from the
 document root ("scheduler.queues.batch.priority") and the rule it breaks ("must differ from
 queues.online.priority"), so the console can show each error beside its field. Here: the
-schema, the rules spanning several fields, and parsing, serialising and diffing a config;
-`FieldError`, `ConfigError` and the wording of pydantic's errors are in scheduler/errors.py
-(importable from here too).
+schema (every settable field with its `description`), and parsing, serialising and diffing a
+config; the rules spanning several fields, their defaults and the removed fields are in
+scheduler/config_rules.py, `FieldError`, `ConfigError` and the wording of pydantic's errors
+in scheduler/errors.py (all importable from here too).
 """
 
 from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from itertools import pairwise
 from pathlib import Path
-from typing import Annotated, Any, TypeGuard
+from typing import Annotated, Any
 
 from pydantic import (
     BaseModel,
@@ -33,6 +32,16 @@ from pydantic import (
     ValidationError,
 )
 
+# Re-exported: the defaults are read by the rules and by the schema below.
+from scheduler.config_rules import DEFAULT_LIFO_AFTER_MS as DEFAULT_LIFO_AFTER_MS
+from scheduler.config_rules import DEFAULT_MIN_SHARE as DEFAULT_MIN_SHARE
+from scheduler.config_rules import DEFAULT_RECOVERY_HOLD_MS as DEFAULT_RECOVERY_HOLD_MS
+from scheduler.config_rules import DEFAULT_RECOVERY_RESERVE as DEFAULT_RECOVERY_RESERVE
+from scheduler.config_rules import DEFAULT_SHED_AFTER_MS as DEFAULT_SHED_AFTER_MS
+from scheduler.config_rules import REMOVED_FIELDS as REMOVED_FIELDS
+from scheduler.config_rules import cross_field_errors, is_number, removed_field
+from scheduler.config_rules import without_removed as without_removed
+
 # Re-exported: callers import a config's errors from here or from `scheduler`.
 from scheduler.errors import ConfigError as ConfigError
 from scheduler.errors import FieldError as FieldError
@@ -40,14 +49,16 @@ from scheduler.errors import field_errors as field_errors
 from scheduler.errors import field_message as field_message
 
 DEFAULT_MAX_IN_FLIGHT = 256
-_QUEUE_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 PositiveInt = Annotated[StrictInt, Field(gt=0)]
 NonNegativeInt = Annotated[StrictInt, Field(ge=0)]
 # Millisecond values may be fractional; strict mode still refuses strings and booleans.
 PositiveMs = Annotated[StrictInt | StrictFloat, Field(gt=0, allow_inf_nan=False)]
-PaceMs = Annotated[StrictInt | StrictFloat, Field(gt=0, le=1000, allow_inf_nan=False)]
 StreamTokens = Annotated[StrictInt, Field(ge=1, le=1024)]
+
+# Every settable field carries a `description`: the form editor's help, the API's OpenAPI
+# schema and the reference table in docs/admission.md (`python -m scheduler reference`) are
+# all made from it, so each says what the field does, its default and when to change it.
 
 
 class _Strict(BaseModel):
@@ -55,94 +66,183 @@ class _Strict(BaseModel):
 
 
 class QueueConfig(_Strict):
-    max_batch_size: PositiveInt
-    max_waiting_time_ms: PositiveMs
-    max_tokens_per_batch: PositiveInt
-    priority: StrictInt
-    max_queue_depth: PositiveInt | None = None  # None: unbounded
-    queue_timeout_ms: PositiveMs | None = None  # None: a queued request never times out
+    max_batch_size: PositiveInt = Field(
+        description="Seed field, required. While the engine is saturated, this many queued "
+        "requests make the tier ready (it goes before less urgent tiers that are not), and one "
+        "release takes at most this many. Never delays a request while a slot is free."
+    )
+    max_waiting_time_ms: PositiveMs = Field(
+        description="Seed field, required. While the engine is saturated, the tier is ready "
+        "once its oldest queued request has waited this long. Never delays a request while a "
+        "slot is free; set it short (e.g. 1) on the urgent tier for strict priority."
+    )
+    max_tokens_per_batch: PositiveInt = Field(
+        description="Seed field, required. While the engine is saturated, this many queued "
+        "prompt + max tokens make the tier ready, and one release takes at most this many "
+        "tokens (a larger single request goes alone)."
+    )
+    priority: StrictInt = Field(
+        description="Seed field, required. The tier's urgency: smaller goes first, one number "
+        "per queue. Also sent to the engine as vLLM's `priority` (admission.pass_priority)."
+    )
+    max_queue_depth: PositiveInt | None = Field(
+        default=None,
+        description="Most requests the gateway queues for this tier; one more is refused 429 "
+        "with Retry-After and counted as shed. Default null: unbounded. Set it to bound the "
+        "tier's queue under a flood.",
+    )
+    queue_timeout_ms: PositiveMs | None = Field(
+        default=None,
+        description="A request of this tier queued this long is refused 503 with Retry-After "
+        "and counted as shed. Default null: admission.shed_after_ms applies. Set it for a tier "
+        "whose clients give up sooner or later than that.",
+    )
     length_groups: list[PositiveInt] = Field(
-        default_factory=list
-    )  # prompt-token upper bounds, increasing
-    # The age bound (docs/admission.md): a request of this tier queued this long is released
-    # as the next more urgent tier's (its slot rules and vLLM priority). None: never.
-    promote_after_ms: PositiveMs | None = None
-    # After a stream's first token, the gateway reads the engine for it at most once this
-    # often, so the client gets the tokens made meanwhile in one piece: fewer reads, writes and
-    # wake-ups on the node, for a tier that wants throughput (docs/admission.md). None: each
-    # piece as it comes. At most a second: a client still sees the stream move.
-    stream_pace_ms: PaceMs | None = None
-    # The engine itself sends this tier's streams in pieces of this many tokens, the first
-    # token and the end at once (vLLM's per-request `stream_interval`, which the gateway writes
-    # into the body): fewer pieces made, sent, read and relayed on the node (docs/admission.md).
-    # None: the engine's own interval (one token unless its launch sets one).
-    stream_interval_tokens: StreamTokens | None = None
+        default_factory=list,
+        json_schema_extra={"default": []},  # a factory's default is not in the schema itself
+        description="Prompt-token upper bounds, strictly increasing, that split the tier's "
+        "queue into FIFO groups by prompt length (longer prompts than the last bound form one "
+        "more group); a release takes the oldest request's group first, so similar lengths go "
+        "out together. Default []: one group. No gain measured on a continuously batching "
+        "engine: leave it empty.",
+    )
+    promote_after_ms: PositiveMs | None = Field(
+        default=None,
+        description="The age bound: a request of this tier queued this long is released as "
+        "the next more urgent tier's (its engine priority and slot rules), ahead of that "
+        "tier's queue. Default null: never. Not on the most urgent tier; below the tier's "
+        "timeout. Set it (e.g. 1000 on offline) to serve a starved tier sooner, at a cost to "
+        "the tier above.",
+    )
+    stream_interval_tokens: StreamTokens | None = Field(
+        default=None,
+        description="The engine sends this tier's streams in pieces of this many tokens (the "
+        "first token and the end at once): the gateway writes vLLM's per-request "
+        "`stream_interval` into the body, so fewer pieces are made, relayed and read. 1-1024; "
+        "default null: the engine's own interval. Set it (e.g. 16) for a throughput tier whose "
+        "clients need not see each token.",
+    )
 
 
 class AdaptiveConfig(_Strict):
-    enabled: StrictBool = False
-    online_pressure_threshold: NonNegativeInt = 10
-    # Range checked in _cross_field_errors so the message can say "(0, 1]".
-    wait_time_reduction_ratio: Annotated[StrictInt | StrictFloat, Field(allow_inf_nan=False)] = 0.5
-    tier: str = "online"
+    enabled: StrictBool = Field(
+        default=False,
+        description="Seed field. On: the adaptive tier's max_waiting_time_ms is cut by "
+        "wait_time_reduction_ratio while its queue holds more than online_pressure_threshold "
+        "requests, so it becomes ready sooner under pressure. Default false.",
+    )
+    online_pressure_threshold: NonNegativeInt = Field(
+        default=10,
+        description="Seed field. The adaptive tier's queue depth above which its wait is cut. "
+        "Default 10.",
+    )
+    # Range checked in scheduler/config_rules.py so the message can say "(0, 1]".
+    wait_time_reduction_ratio: Annotated[StrictInt | StrictFloat, Field(allow_inf_nan=False)] = (
+        Field(
+            default=0.5,
+            description="Seed field. The factor, in (0, 1], on the adaptive tier's "
+            "max_waiting_time_ms under pressure. Default 0.5.",
+        )
+    )
+    tier: str = Field(
+        default="online",
+        description='The queue the adaptive rule watches and speeds up. Default "online"; '
+        "must name a queue.",
+    )
 
 
-# The starvation bound's default: a floor against starving a tier to zero, not a fair share.
-# At 0.05, on a real vLLM past its knee, the offline share's long requests cost online TTFT
-# P99 x1.13 of engine priority alone and x0.95 the requests; without the bound the gateway was
-# x0.65 (docs/admission.md, "What the share costs online").
-DEFAULT_MIN_SHARE = 0.01
-# Overload (docs/admission.md): the most urgent tier whose oldest queued request has waited this
-# long is backed up, and while its backlog is also more than the engine clears soon
-# (scheduler/rooms.py) it releases newest first; a queued request this old is shed (503 +
-# Retry-After) unless its queue sets its own `queue_timeout_ms`.
-DEFAULT_LIFO_AFTER_MS = 1000
-DEFAULT_SHED_AFTER_MS = 30000
-# Recovery (scheduler/reserve.py): for this long after the most urgent tier was backed up, the
-# less urgent tiers leave this share of the engine's sequences to it.
-DEFAULT_RECOVERY_RESERVE = 0.5
-DEFAULT_RECOVERY_HOLD_MS = 10000
 Share = Annotated[StrictInt | StrictFloat, Field(allow_inf_nan=False)]
 
 
 class AdmissionConfig(_Strict):
-    max_in_flight: PositiveInt | None = None  # None: the caller's default (max_num_seqs or 256)
-    # None: adapted to what the gateway observes (scheduler/limiter.py); a number: a hard cap.
-    max_awaiting_first_token: PositiveInt | None = None
-    reserved_slots: NonNegativeInt = 0
-    # False: the reserved slots always stand (docs/architecture.md#the-dispatchers-semantics). True:
-    # at most one per request of the most urgent tier that arrived in the last 2 s
-    # (scheduler/reserve.py, `Reserve`).
-    reserve_follows_arrivals: StrictBool = False
-    # False: the less urgent tiers may not take the last reserved slots of all in flight
-    # (docs/architecture.md#the-dispatchers-semantics). True: every request but the most urgent
-    # tier's own, sent as its own, counts against a cap of the engine's sequences (learned from
-    # /metrics, at most max_in_flight) - reserved slots, and those take from the reserve
-    # (scheduler/reserve.py, `Reserve.slot_room`).
-    reserve_caps_lower_tiers: StrictBool = False
-    pass_priority: StrictBool = True
-    # The starvation bound: every less urgent tier with queued requests gets at least this
-    # share of the recent releases' engine work (prompt + max tokens), even while a more
-    # urgent tier is ready (0: strict priority). Range checked in _cross_field_errors so the
-    # message can say what the bound depends on.
-    min_share: Share = DEFAULT_MIN_SHARE
-    lifo_after_ms: PositiveMs | None = DEFAULT_LIFO_AFTER_MS  # None: FIFO always
-    shed_after_ms: PositiveMs | None = DEFAULT_SHED_AFTER_MS  # None: no default sojourn bound
-    # Range checked in _cross_field_errors ([0, 1)); 0 or a null hold: no recovery reserve.
-    recovery_reserve: Share = DEFAULT_RECOVERY_RESERVE
-    recovery_hold_ms: PositiveMs | None = DEFAULT_RECOVERY_HOLD_MS
+    max_in_flight: PositiveInt | None = Field(
+        default=None,
+        description="Hard cap on requests released to the engine and not finished, all tiers "
+        "together. Default null: the launch profile's max_num_seqs, else 256. Give an attached "
+        "agent the engine's own sequence limit.",
+    )
+    max_awaiting_first_token: PositiveInt | None = Field(
+        default=None,
+        description="Hard cap on released requests still awaiting their first token. Default "
+        "null: adapted to what the gateway observes (scheduler/limiter.py). Set it only to pin "
+        "the engine's queue, e.g. in an experiment.",
+    )
+    reserved_slots: NonNegativeInt = Field(
+        default=0,
+        description="The last this many of max_in_flight are the most urgent tier's: the less "
+        "urgent tiers start only while more slots than this are free. Default 0 "
+        "(work-conserving); below max_in_flight. Raise it (e.g. 3 of 16) where the urgent "
+        "tier's TTFT tail is worth a few per cent of throughput.",
+    )
+    reserve_follows_arrivals: StrictBool = Field(
+        default=False,
+        description="With reserved_slots: keep at most one reserved slot per request of the "
+        "most urgent tier that arrived in the last 2 s, so a reserve nobody uses does not "
+        "idle the engine. Default false.",
+    )
+    pass_priority: StrictBool = Field(
+        default=True,
+        description="Send each request's tier priority to the engine as vLLM's `priority` "
+        "(the engine orders by it on its priority policy; one that refuses it stops getting "
+        "it). Default true. Turn it off for an engine that must not see it.",
+    )
+    # Range checked in scheduler/config_rules.py so the message can say what the bound depends on.
+    min_share: Share = Field(
+        default=DEFAULT_MIN_SHARE,
+        description="The starvation bound: every less urgent tier with queued requests gets "
+        "at least this share of the recent releases' engine work (prompt + max tokens), even "
+        "while a more urgent tier is ready. Default 0.01; 0: strict priority; below 1 / "
+        "(queues - 1). Raising it costs the urgent tier's tail far more than the share.",
+    )
+    lifo_after_ms: PositiveMs | None = Field(
+        default=DEFAULT_LIFO_AFTER_MS,
+        description="Overload: while the most urgent tier's oldest queued request has waited "
+        "longer than this and its backlog is more than the engine clears in 5 s, the tier "
+        "releases newest first and its stale requests go as the next tier's. Default 1000; "
+        "null: FIFO always.",
+    )
+    shed_after_ms: PositiveMs | None = Field(
+        default=DEFAULT_SHED_AFTER_MS,
+        description="The sojourn bound: a request queued this long, in a tier without its own "
+        "queue_timeout_ms, is refused 503 with Retry-After and counted as shed. Default 30000: "
+        "a client that waited 30 s has most likely gone, and a 503 it can retry beats a hang; "
+        "null: wait forever (the seed's behaviour). Above lifo_after_ms.",
+    )
+    # Range checked in scheduler/config_rules.py ([0, 1)).
+    recovery_reserve: Share = Field(
+        default=DEFAULT_RECOVERY_RESERVE,
+        description="After an overload of the most urgent tier, the share of the engine's "
+        "sequences the less urgent tiers leave to it while the hold lasts, in [0, 1). Default "
+        "0.5; 0: no recovery reserve (strictly work-conserving).",
+    )
+    recovery_hold_ms: PositiveMs | None = Field(
+        default=DEFAULT_RECOVERY_HOLD_MS,
+        description="How long the recovery reserve holds after the most urgent tier was last "
+        "backed up; then it is given back one sequence a second. Default 10000; null: no "
+        "recovery reserve.",
+    )
 
 
 class SchedulerConfig(_Strict):
-    queues: dict[str, QueueConfig] = Field(min_length=1)
-    adaptive: AdaptiveConfig = AdaptiveConfig()
-    admission: AdmissionConfig = AdmissionConfig()
+    queues: dict[str, QueueConfig] = Field(
+        min_length=1,
+        description="The tiers, by name (1-64 letters, digits, '-' or '_'): the name a key and "
+        "the X-Tiergate-Tier header select. At least one.",
+    )
+    adaptive: AdaptiveConfig = Field(
+        default=AdaptiveConfig(), description="The seed's adaptive wait (one tier)."
+    )
+    admission: AdmissionConfig = Field(
+        default=AdmissionConfig(), description="What reaches the engine, and when."
+    )
 
 
 class TierConfig(_Strict):
     """The whole document: ``{"scheduler": {...}}``. Build it with `parse_config`."""
 
-    scheduler: SchedulerConfig
+    scheduler: SchedulerConfig = Field(
+        description="The tiers and the rules that release them (docs/admission.md)."
+    )
 
     def tiers_by_urgency(self) -> list[str]:
         """Queue names, most urgent (smallest priority number) first."""
@@ -155,148 +255,6 @@ class Change:
     path: str
     old: Any
     new: Any
-
-
-def _is_int(value: object) -> TypeGuard[int]:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value: object) -> TypeGuard[int | float]:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def _cross_field_errors(
-    data: Mapping[str, Any], default_max_in_flight: int | None
-) -> list[FieldError]:
-    """Rules spanning several fields, checked on the raw document so that they are reported
-    together with type errors elsewhere (pydantic stops before model-level checks)."""
-    errors: list[FieldError] = []
-    sched = data.get("scheduler")
-    if not isinstance(sched, Mapping):
-        return errors
-    queues = sched.get("queues")
-    queues = queues if isinstance(queues, Mapping) else {}
-    seen: dict[int, str] = {}
-    for name, queue in queues.items():
-        if isinstance(name, str) and not _QUEUE_NAME.fullmatch(name):
-            # Names travel in dotted paths, metric labels and the X-Tiergate-Tier header.
-            errors.append(
-                FieldError(
-                    f"scheduler.queues.{name}", "name must be 1-64 letters, digits, '-' or '_'"
-                )
-            )
-        if not isinstance(queue, Mapping):
-            continue
-        prio = queue.get("priority")
-        if _is_int(prio):
-            if prio in seen:
-                errors.append(
-                    FieldError(
-                        f"scheduler.queues.{name}.priority",
-                        f"must differ from queues.{seen[prio]}.priority",
-                    )
-                )
-            else:
-                seen[prio] = name
-        groups = queue.get("length_groups")
-        if (
-            isinstance(groups, list | tuple)
-            and all(_is_int(g) for g in groups)
-            and any(b <= a for a, b in pairwise(groups))
-        ):
-            errors.append(
-                FieldError(f"scheduler.queues.{name}.length_groups", "must be strictly increasing")
-            )
-    errors.extend(_promotion_errors(queues, sched.get("admission")))
-    adaptive = sched.get("adaptive")
-    if isinstance(adaptive, Mapping):
-        ratio = adaptive.get("wait_time_reduction_ratio")
-        if _is_number(ratio) and math.isfinite(ratio) and not (0 < ratio <= 1):
-            errors.append(
-                FieldError("scheduler.adaptive.wait_time_reduction_ratio", "must be in (0, 1]")
-            )
-        tier = adaptive.get("tier", "online")
-        if isinstance(tier, str) and queues and tier not in queues:
-            names = ", ".join(str(n) for n in queues)
-            errors.append(
-                FieldError("scheduler.adaptive.tier", f"must name a queue (one of: {names})")
-            )
-    admission = sched.get("admission")
-    if isinstance(admission, Mapping):
-        reserved = admission.get("reserved_slots", 0)
-        cap = admission.get("max_in_flight")
-        if cap is None:
-            cap = default_max_in_flight
-        if _is_int(reserved) and _is_int(cap) and cap > 0 and reserved >= cap:
-            errors.append(
-                FieldError(
-                    "scheduler.admission.reserved_slots",
-                    f"must be below max_in_flight ({cap})",
-                )
-            )
-        reserve = admission.get("recovery_reserve", DEFAULT_RECOVERY_RESERVE)
-        if _is_number(reserve) and math.isfinite(reserve) and not 0 <= reserve < 1:
-            errors.append(FieldError("scheduler.admission.recovery_reserve", "must be in [0, 1)"))
-        share = admission.get("min_share", DEFAULT_MIN_SHARE)
-        if _is_number(share) and math.isfinite(share):
-            others = max(1, len(queues) - 1)
-            if share < 0:
-                errors.append(FieldError("scheduler.admission.min_share", "must be >= 0"))
-            elif share * others >= 1:
-                # The shares owed to the less urgent tiers must leave some room to the first.
-                errors.append(
-                    FieldError(
-                        "scheduler.admission.min_share",
-                        f"must be below 1 / {others} (one share for each of the {others} "
-                        "less urgent queues)",
-                    )
-                )
-    return errors
-
-
-def _ms(value: object) -> float | None:
-    return float(value) if _is_number(value) and math.isfinite(value) and value > 0 else None
-
-
-def _promotion_errors(queues: Mapping[str, Any], admission: object) -> list[FieldError]:
-    """The age bound and the overload bounds must be able to take effect."""
-    errors: list[FieldError] = []
-    adm = admission if isinstance(admission, Mapping) else {}
-    lifo = _ms(adm.get("lifo_after_ms", DEFAULT_LIFO_AFTER_MS))
-    shed = _ms(adm.get("shed_after_ms", DEFAULT_SHED_AFTER_MS))
-    if lifo is not None and shed is not None and shed <= lifo:
-        errors.append(
-            FieldError(
-                "scheduler.admission.shed_after_ms",
-                f"must be above lifo_after_ms ({lifo:g}), or no backlog is ever served newest "
-                "first",
-            )
-        )
-    prios = {
-        name: q["priority"]
-        for name, q in queues.items()
-        if isinstance(q, Mapping) and _is_int(q.get("priority"))
-    }
-    first = min(prios, key=lambda n: prios[n]) if prios else None
-    for name, queue in queues.items():
-        if not isinstance(queue, Mapping):
-            continue
-        promote = _ms(queue.get("promote_after_ms"))
-        if promote is None:
-            continue
-        path = f"scheduler.queues.{name}.promote_after_ms"
-        if name == first:
-            errors.append(FieldError(path, "the most urgent queue has no one to go ahead of"))
-            continue
-        timeout = _ms(queue.get("queue_timeout_ms"))
-        bound, field = (
-            (timeout, "queue_timeout_ms")
-            if timeout is not None
-            else (shed, "admission.shed_after_ms")
-        )
-        if bound is not None and promote >= bound:
-            errors.append(FieldError(path, f"must be below {field} ({bound:g})"))
-    return errors
 
 
 def parse_config(
@@ -314,8 +272,8 @@ def parse_config(
     try:
         config = TierConfig.model_validate(dict(data))
     except ValidationError as exc:
-        errors.extend(field_errors(exc))
-    errors.extend(_cross_field_errors(data, default_max_in_flight))
+        errors.extend(field_errors(exc, removed_field))
+    errors.extend(cross_field_errors(data, default_max_in_flight))
     if errors or config is None:
         raise ConfigError(errors)
     return config
@@ -380,7 +338,7 @@ def default_config() -> TierConfig:
 
 def _same(a: Any, b: Any) -> bool:
     # 10 and 10.0 are the same setting; JSON does not distinguish them meaningfully.
-    if _is_number(a) and _is_number(b):
+    if is_number(a) and is_number(b):
         return math.isclose(float(a), float(b), rel_tol=0.0, abs_tol=0.0)
     return bool(a == b) and type(a) is type(b)
 

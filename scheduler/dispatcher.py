@@ -291,7 +291,6 @@ class Dispatcher:
                 shares.count(tier.name, entry.tokens)
                 slots.awaiting += 1
                 counted.awaiting += 1
-                tier.sent_as_own += counted is tier
                 taken += 1
                 tokens += entry.tokens
                 prompt_sum += req.prompt_tokens

@@ -194,7 +194,6 @@ class TierQueue(TierBook):
         `Slots.rehome`). The history (released, waits, rejections) stays."""
         self.groups = [deque() for _ in range(len(self.bounds) + 1)]
         self.dead = self.depth = self.queued_tokens = self.in_flight = self.awaiting = 0
-        self.sent_as_own = 0
         self.owed_awaiting = 0
 
     def pop_expired(self, now: float) -> list[Entry]:

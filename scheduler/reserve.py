@@ -6,8 +6,7 @@ engine sequences kept for the most urgent tier after an overload.
 The standing reserve: the less urgent tiers leave the last `reserved_slots` of `max_in_flight`
 to the most urgent; with `reserve_follows_arrivals`, at most one slot per request of that tier
 that arrived in the last RATE_WINDOW_S (a reserve kept while it sends nothing only idles engine
-sequences); with `reserve_caps_lower_tiers`, every other request in flight counts against a cap
-of the engine's sequences less the reserve instead (`Reserve.slot_room`).
+sequences).
 
 The recovery reserve, why: neither vLLM nor the simulator preempts a running request for a
 more urgent one (only when the KV cache runs out). After an overload, a work-conserving gateway
@@ -36,8 +35,7 @@ for a bounded time after each overload.
 
 `sequences`: the smallest of `max_in_flight` and the most running requests the engine reported
 while its own queue was not empty (vLLM's `num_requests_running` and `num_requests_waiting`,
-scraped from /metrics); until such a reading, `max_in_flight`. The capped standing reserve
-counts against the same figure (`Reserve.slot_room`).
+scraped from /metrics); until such a reading, `max_in_flight`.
 
 Pure and deterministic: every input carries `now`.
 """
@@ -132,7 +130,6 @@ class Reserve:
 
     __slots__ = (
         "arrivals",
-        "caps_lower",
         "follows",
         "recovery",
         "recovery_cap",
@@ -143,7 +140,6 @@ class Reserve:
     def __init__(self) -> None:
         self.reserved = 0  # `reserved_slots`, below `max_in_flight`
         self.follows = False  # `reserve_follows_arrivals`
-        self.caps_lower = False  # `reserve_caps_lower_tiers`
         self.recovery = RecoveryReserve(0.0, None)
         # The most urgent tier's arrivals, while the standing reserve follows them.
         self.arrivals: dict[str, RecentEvents] = {}
@@ -155,7 +151,6 @@ class Reserve:
     ) -> None:
         self.reserved = min(admission.reserved_slots, max_in_flight - 1)
         self.follows = admission.reserve_follows_arrivals
-        self.caps_lower = admission.reserve_caps_lower_tiers
         hold = admission.recovery_hold_ms
         self.recovery.configure(
             float(admission.recovery_reserve), None if hold is None else hold / 1000.0
@@ -193,30 +188,14 @@ class Reserve:
             return None
         return self.arrivals[order[0].name].falls_below(self.standing, now)
 
-    def slot_room(self, tier: TierQueue, slots: Slots, urgent: TierQueue) -> int:
+    def slot_room(self, tier: TierQueue, slots: Slots) -> int:
         """Slots `tier` may take under `max_in_flight` and the standing reserve; 0 or less:
-        none. The less urgent tiers leave the reserve's last slots to the most urgent
-        (`urgent`); with `reserve_caps_lower_tiers` every other request in flight counts
-        against a cap of the engine's sequences - the reserve instead, so that the most urgent
-        tier's own requests take from the reserve first and leave no slot idle. Only a request
-        of the most urgent tier sent as its own is outside the cap: a stale one sent on as the
-        next tier's (the overload rules) leaves the reserve to new ones, as in the recovery
-        reserve, and a less urgent one promoted or owed to its priority, or of a tier whose
-        age bound sends it one tier up (`counted_tier`), is still less urgent work.
-        The engine's sequences are `max_in_flight` or, once a /metrics reading showed fewer
-        running while the engine queued, that many (`RecoveryReserve.sequences`): with
-        `max_in_flight` above the engine's limit the most urgent tier may wait in a priority
-        engine's own queue, first there, and take the next sequence that ends without the
-        gateway's hand-off."""
+        none. The less urgent tiers leave the reserve's last slots to the most urgent, whoever
+        holds the others (trunk reservation, docs/architecture.md#the-dispatchers-semantics)."""
         free = slots.max_in_flight - len(slots.flights)
-        standing = self.standing
-        if not tier.rank or not standing:
+        if not tier.rank or not self.standing:
             return free
-        if not self.caps_lower:
-            return free - standing
-        sequences = self.recovery.sequences(slots.max_in_flight)
-        lower = len(slots.flights) - urgent.sent_as_own
-        return min(free, sequences - min(standing, sequences - 1) - lower)
+        return free - self.standing
 
     def lower_room(self, tier: TierQueue, slots: Slots) -> int:
         """Slots a less urgent `tier` may still take while the recovery reserve holds: under

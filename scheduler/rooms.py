@@ -60,7 +60,7 @@ class Rooms:
     def slot_room(self, tier: TierQueue) -> int:
         """Slots `tier` may take under `max_in_flight` and the standing reserve
         (`Reserve.slot_room`); 0 or less: none."""
-        return self.reserve.slot_room(tier, self.slots, self.backlog.order[0])
+        return self.reserve.slot_room(tier, self.slots)
 
     def lower_room(self, tier: TierQueue) -> int:
         """Slots a less urgent `tier` may take under the recovery reserve's cap."""
@@ -81,7 +81,7 @@ class Rooms:
         slots = self.slots
         reserve = self.reserve
         order = self.backlog.order
-        if reserve.slot_room(tier, slots, order[0]) <= 0 or reserve.lower_room(tier, slots) <= 0:
+        if reserve.slot_room(tier, slots) <= 0 or reserve.lower_room(tier, slots) <= 0:
             return False
         limits = self.limits
         upto = awaiting_upto(order, tier, slots.awaiting, limits.engine_priority)

@@ -53,7 +53,6 @@ class Slots:
         if flight is None:
             return False
         flight.tier.in_flight -= 1
-        flight.tier.sent_as_own -= flight.counted is flight.tier
         self.freed.add(now)
         if flight.awaiting:
             flight.settle()
@@ -69,5 +68,4 @@ class Slots:
             flight.counted = counted = backlog.home(flight.counted)
             tier.in_flight += 1
             counted.awaiting += flight.awaiting
-            tier.sent_as_own += counted is tier
             tier.owed_awaiting += flight.owed and flight.awaiting

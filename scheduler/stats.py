@@ -37,7 +37,6 @@ class TierBook:
         "queued_tokens",
         "rejections",
         "released",
-        "sent_as_own",
         "waits",
     )
 
@@ -48,8 +47,6 @@ class TierBook:
         self.queued_tokens = 0
         self.in_flight = 0
         self.awaiting = 0
-        # Its requests in flight sent as its own (not promoted, demoted or owed to another).
-        self.sent_as_own = 0
         # Its starvation-bound releases still awaiting their first token (at most one).
         self.owed_awaiting = 0
         self.released = 0

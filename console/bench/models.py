@@ -35,6 +35,12 @@ class RunSeries(models.Model):
     repeats = models.PositiveSmallIntegerField()
     cancel_requested = models.BooleanField(default=False)
     celery_task_id = models.CharField(max_length=50, blank=True)
+    # "Until decided" (adaptive.py): after each round the pair's decision is read again, and
+    # another round is queued while it says "not enough data" and the budget allows.
+    objective = models.CharField(max_length=30, blank=True)
+    budget_runs = models.PositiveSmallIntegerField(null=True, blank=True)
+    deadline = models.DateTimeField(null=True, blank=True)
+    adaptive_state = models.CharField(max_length=300, blank=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
@@ -129,6 +135,20 @@ class BenchmarkRun(models.Model):
     @property
     def is_active(self) -> bool:
         return self.status in (RunStatus.PENDING, RunStatus.RUNNING)
+
+    @property
+    def config_label(self) -> str:
+        """The versions the run measured, from its snapshot: "tiers v3 · engine v2" per node
+        ("" before it started, or for a target that is not a node gateway)."""
+        parts = []
+        for node in (self.config_snapshot or {}).get("nodes") or []:
+            versions = [
+                f"{ref['name']} v{ref['version']}"
+                for ref in (node.get("tier_config"), node.get("launch_profile"))
+                if isinstance(ref, dict) and ref.get("name")
+            ]
+            parts.append(" · ".join(versions) or "no versions")
+        return ", ".join(parts)
 
     @property
     def slo(self) -> dict[str, float | None]:

@@ -38,7 +38,17 @@ def check_repeats(repeats: Any, field: str = "repeats") -> int:
     return repeats
 
 
-def _copy(template: BenchmarkRun, series: RunSeries, user: Any, request: Any) -> BenchmarkRun:
+def run_label(template: BenchmarkRun, series: RunSeries, number: int) -> str:
+    """ "run 2/3: like #5", or in a pair "side B run 2/3: like #7 (pair #5 vs #7)": the list
+    shows it after the run's own id, so the template's id is said to be a template's."""
+    position = f"run {number}/{max(series.repeats, number)}: like #{template.pk}"
+    if series.partner_id is None:
+        return position
+    pair = series.label.partition(": side")[0] or series.label
+    return f"side {series.side} {position} ({pair})"
+
+
+def copy_run(template: BenchmarkRun, series: RunSeries, user: Any, request: Any) -> BenchmarkRun:
     workload = {k: v for k, v in template.workload.items() if k not in ("salt", "api_key")}
     return services.create_run(
         endpoint=template.endpoint,
@@ -48,7 +58,7 @@ def _copy(template: BenchmarkRun, series: RunSeries, user: Any, request: Any) ->
         model=template.model,
         preset=template.preset,
         tier_profiles=template.tier_profiles or None,
-        label=f"{series.label} · {series.side}{series.runs.count() + 1}",
+        label=run_label(template, series, series.runs.count() + 1)[:200],
         notes=template.notes,
         enqueue=False,
         series=series,
@@ -67,8 +77,13 @@ def _new_series(
     )
 
 
+def enqueue(series: list[RunSeries]) -> None:
+    """Queue the Celery task that runs the series' pending runs (interleaved for a pair)."""
+    _enqueue(series)
+
+
 def _enqueue(series: list[RunSeries]) -> None:
-    runs = BenchmarkRun.objects.filter(series__in=series)
+    runs = BenchmarkRun.objects.filter(series__in=series, status=RunStatus.PENDING)
     limit = sum(services.time_limit_s(r.workload) for r in runs)
     task_id = series[0].celery_task_id
     run_series.apply_async(
@@ -88,7 +103,7 @@ def create_series(
     with transaction.atomic():
         series = _new_series(template, repeats, Side.A, user)
         for _ in range(repeats):
-            _copy(template, series, user, request)
+            copy_run(template, series, user, request)
         series.celery_task_id = services.new_task_id()
         series.save(update_fields=["celery_task_id"])
         record(
@@ -124,16 +139,16 @@ def create_pair(
                 "applied, then compare the two series.",
             )
     with transaction.atomic():
-        label = f"#{a.pk} vs #{b.pk}"
-        series_a = _new_series(a, repeats, Side.A, user, f"{label} A")
-        series_b = _new_series(b, repeats, Side.B, user, f"{label} B")
+        label = f"pair #{a.pk} vs #{b.pk}"
+        series_a = _new_series(a, repeats, Side.A, user, f"{label}: side A")
+        series_b = _new_series(b, repeats, Side.B, user, f"{label}: side B")
         series_a.partner, series_b.partner = series_b, series_a
         series_a.celery_task_id = series_b.celery_task_id = services.new_task_id()
         series_a.save(update_fields=["partner", "celery_task_id"])
         series_b.save(update_fields=["partner", "celery_task_id"])
         for _ in range(repeats):  # made, and so run, in this order: A B A B ...
-            _copy(a, series_a, user, request)
-            _copy(b, series_b, user, request)
+            copy_run(a, series_a, user, request)
+            copy_run(b, series_b, user, request)
         record(
             action=Action.RUN,
             obj=series_a,

@@ -1,9 +1,11 @@
 """Both sides of a comparison: one run or a series of repeats each, read from the database.
 
 A side is named `<run id>` or `s<series id>` (the compare page's and the API's `a`, `b`).
-compare_sides gives, per tier and overall, a run-level verdict on every metric (verdicts.py),
-one overall verdict line, the config diff of the sides' first runs, the run conditions that
-differ (prefix cache, preemptions, load), and warnings an operator should read first.
+compare_sides gives the decision (decisions.py, over the figures of figures.py: overall and
+per tier, from a declared objective and guardrails), per tier a run-level verdict on every
+metric (verdicts.py: the evidence behind it), the config diff of the sides' first runs, the run
+conditions that differ (prefix cache, preemptions, load), each side's validity flags grouped
+into one line (validity.py) and the few warnings an operator should read first.
 """
 
 from __future__ import annotations
@@ -14,18 +16,22 @@ from typing import Any
 
 import numpy as np
 
-from console.bench.choices import COMPARABLE, RunStatus, Verdict
+from console.bench import figures
+from console.bench.choices import COMPARABLE, Verdict
 from console.bench.comparison import METRICS
+from console.bench.decisions import PRIOR_RUN_CV
 from console.bench.models import BenchmarkRun, RunSeries
 from console.bench.results import Arrays, config_diff, finite, sample_arrays
+from console.bench.sweeps.choices import Objective
+from console.bench.validity import side_validity
 from console.bench.verdicts import (
     compare_percentile_runs,
     compare_statistic,
-    overall_verdict,
     per_metric_confidence,
 )
 from console.core.ids import parse_id
 from console.core.tiers import tier_sort_key
+from loadgen.stats import OVERALL
 
 THROUGHPUT = ("request_throughput_rps", "output_throughput_tps")
 # Differences in run conditions worth a row's highlight on the compare page.
@@ -45,6 +51,7 @@ class Side:
     label: str
     runs: list[BenchmarkRun]
     series: RunSeries | None = None
+    total: int = 1  # runs in all, finished or not (a series')
 
 
 def parse_ref(field: str, raw: str) -> tuple[bool, int]:
@@ -75,7 +82,8 @@ def _side(field: str, raw: str, is_series: bool, pk: int) -> Side:
             raise SideError(field, f"no series with id {pk}")
         runs = list(qs.filter(series=series).order_by("pk"))
         done = [r for r in runs if r.status in COMPARABLE]
-        return Side(raw, f"series {series.pk} ({len(done)}/{len(runs)} runs)", done, series)
+        label = f"series {series.pk}: {len(done)} of {len(runs)} runs finished"
+        return Side(raw, label, done, series, len(runs))
     run = qs.filter(pk=pk).first()
     if run is None:
         raise SideError(field, f"no run with id {pk}")
@@ -93,12 +101,37 @@ def pooled(arrays: Sequence[Arrays]) -> Arrays:
     return out
 
 
+def slos_of(a: Side, b: Side) -> dict[str, float]:
+    """The TTFT P99 cap a decision holds every tier to: side A's run's `slo_ttft_ms` (B's
+    when A's runs name none), in seconds; {} without one."""
+    for run in (*a.runs, *b.runs):
+        slo = (run.workload or {}).get("slo_ttft_ms")
+        if slo:
+            return {figures.ANY_TIER: float(slo) / 1000}
+    return {}
+
+
 def compare_sides(
-    a: Side, b: Side, arrays: tuple[list[Arrays], list[Arrays]] | None = None
+    a: Side,
+    b: Side,
+    arrays: tuple[list[Arrays], list[Arrays]] | None = None,
+    *,
+    objective: str | None = None,
+    slos: dict[str, float] | None = None,
 ) -> dict[str, Any]:
+    """The comparison of two sides; `objective` (an Objective value) and `slos` (TTFT P99 caps
+    in seconds per tier, figures.ANY_TIER for all) declare what the decision judges by."""
     arrays_a, arrays_b = arrays or (
         [sample_arrays(r) for r in a.runs],
         [sample_arrays(r) for r in b.runs],
+    )
+    objective = figures.objective_of(objective)
+    run_figures = (
+        [figures.run_figures(r, x) for r, x in zip(a.runs, arrays_a, strict=True)],
+        [figures.run_figures(r, x) for r, x in zip(b.runs, arrays_b, strict=True)],
+    )
+    decisions = figures.decide_sides(
+        objective, *run_figures, slos if slos is not None else slos_of(a, b)
     )
     tiers = sorted({t for x in (*arrays_a, *arrays_b) for t in x}, key=tier_sort_key)
     result: dict[str, Any] = {}
@@ -119,24 +152,33 @@ def compare_sides(
                     values_a, values_b, key, higher_is_better=True, confidence=level
                 ).as_dict()
             )
+        decision = decisions.get(tier)
         result[tier] = {
-            "overall": overall_verdict([m["verdict"] for m in metrics]),
+            # The tier's decision (decisions.py) supersedes a vote of its metrics' verdicts.
+            "overall": decision.outcome if decision else Verdict.NOT_ENOUGH_DATA,
+            "decision": decision.as_dict() if decision else None,
             "metrics": metrics,
             "throughput": _throughput(a.runs, b.runs, tier),
         }
+    overall = decisions[OVERALL]
+    used = [e.key for e in (*overall.objectives, *overall.guardrails)]
     diff = config_diff(a.runs[0], b.runs[0]) if a.runs and b.runs else []
-    conditions = condition_rows(a.runs, b.runs)
+    validity = {name: side_validity(name, side.runs, used) for name, side in (("A", a), ("B", b))}
     return {
         "a": a.runs[0].pk if a.runs else None,
         "b": b.runs[0].pk if b.runs else None,
         "side_a": _side_dict(a),
         "side_b": _side_dict(b),
+        "objective": {"value": objective, "label": str(Objective(objective).label)},
+        "decision": overall.as_dict(),
         "provisional": min(len(a.runs), len(b.runs)) < 2,
         "confidence": level,
         "tiers": result,
         "config_diff": diff,
-        "conditions": conditions,
-        "warnings": warnings(a, b, diff),
+        "conditions": condition_rows(a.runs, b.runs),
+        "validity": validity,
+        "notes": notes(a, b, diff),
+        "warnings": notes(a, b, diff) + [v["line"] for v in validity.values() if v["line"]],
     }
 
 
@@ -151,6 +193,7 @@ def _side_dict(side: Side) -> dict[str, Any]:
         "label": side.label,
         "series": side.series.pk if side.series else None,
         "runs": [r.pk for r in side.runs],
+        "total": side.total,
     }
 
 
@@ -215,31 +258,25 @@ def condition_rows(a: Sequence[BenchmarkRun], b: Sequence[BenchmarkRun]) -> list
     return rows
 
 
-def warnings(a: Side, b: Side, diff: list[dict[str, Any]]) -> list[str]:
+def notes(a: Side, b: Side, diff: list[dict[str, Any]]) -> list[str]:
+    """What to read with the decision: a side with nothing to compare, a side of one run, an
+    A/A comparison. The comparison's "warnings" add each side's validity line where a flag
+    moves a figure the decision reads (the flags' detail: "validity")."""
     out = []
-    if min(len(a.runs), len(b.runs)) < 2:
+    for name, side in (("A", a), ("B", b)):
+        if not side.runs:
+            out.append(f"{name}: no finished run to compare yet")
+    if a.runs and b.runs and min(len(a.runs), len(b.runs)) == 1:
         out.append(
-            "Provisional: a side has one run, so the intervals cannot see run-to-run noise. "
-            "Repeat both sides (3 runs or more) before acting on a verdict."
+            "Provisional: a side has one run, so run-to-run noise is assumed "
+            f"({PRIOR_RUN_CV:.0%} of a figure), not measured. Repeat both sides (3 runs or "
+            "more) before acting on it."
         )
     if a.runs and b.runs and not diff:
         out.append(
             "Both sides have the same configuration and workload: this is an A/A comparison, "
-            "and any better/worse verdict is noise (expected in under 5% of tiers)."
+            "and a better/worse decision is noise (expected in under 5% of comparisons)."
         )
-    for name, side in (("A", a), ("B", b)):
-        for run in side.runs:
-            flags = (run.validity or {}).get("flags") or []
-            if flags:
-                out.append(f"{name}: run #{run.pk} carries validity flags: {'; '.join(flags)}")
-            for figure, reason in ((run.validity or {}).get("untrusted") or {}).items():
-                label = figure.removesuffix("_s").upper()
-                out.append(f"{name}: run #{run.pk}'s {label} is not a wire time: {reason}")
-            if run.status != RunStatus.SUCCEEDED:
-                out.append(f"{name}: run #{run.pk} {run.get_status_display().lower()}: "
-                           f"{run.status_reason}")  # fmt: skip
-        if not side.runs:
-            out.append(f"{name}: no finished run to compare yet")
     return out
 
 

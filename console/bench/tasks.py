@@ -23,5 +23,11 @@ def detect_lost_runs() -> list[int]:
 @shared_task(name="bench.run_series", acks_late=True, ignore_result=True)
 def run_series(series_ids: list[int]) -> list[str]:
     """Repeats: the series' runs one after another (interleaved for a pair). Idempotent like
-    run_benchmark: each run is claimed, so a redelivery continues with the pending ones."""
-    return execution.execute_series(series_ids)
+    run_benchmark: each run is claimed, so a redelivery continues with the pending ones. A
+    pair run "until decided" then reads its decision and may queue another round."""
+    statuses = execution.execute_series(series_ids)
+    # Imported here: adaptive -> repeats -> this module.
+    from console.bench import adaptive
+
+    adaptive.next_round(series_ids)
+    return statuses

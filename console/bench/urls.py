@@ -14,6 +14,7 @@ urlpatterns = [
     path("quick/", views.run_quick, name="run-quick"),
     path("compare/", views.compare, name="compare"),
     path("compare/repeat/", views.repeat_pair, name="repeat-pair"),
+    path("compare/decide/", views.decide, name="decide"),
     path("<int:pk>/repeat/", views.run_repeat, name="run-repeat"),
     path("series/<int:pk>/cancel/", views.series_cancel, name="series-cancel"),
     path("<int:pk>/", views.run_detail, name="run-detail"),

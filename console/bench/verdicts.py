@@ -22,7 +22,8 @@ metric (say TTFT P99 of the online tier) therefore works on run-level statistics
 A tier has several metrics, and an A/A comparison would call one of eight "better" or
 "worse" far more often than 5% of the time if each had its own 95% interval. So the
 intervals of one tier are simultaneous (per_metric_confidence, Bonferroni): all of them hold
-together at 95%, and so does the tier's one-line overall verdict.
+together at 95%. These per-metric verdicts are the evidence behind a comparison; what to do
+is the decision's (decisions.py: a declared objective and guardrails), not a vote of them.
 
 A verdict is "better" or "worse" only when the interval excludes zero and the change is at
 least MIN_EFFECT_PCT of A: differences smaller than that are not worth acting on even when
@@ -227,17 +228,5 @@ def compare_percentile_runs(
 
 def per_metric_confidence(metrics: int, confidence: float = CONFIDENCE) -> float:
     """Bonferroni: each of a tier's `metrics` intervals at this level, so that all of them
-    hold together at `confidence` and the tier's overall line errs at most 1 - confidence."""
+    hold together at `confidence`."""
     return 1 - (1 - confidence) / max(metrics, 1)
-
-
-def overall_verdict(verdicts: Sequence[str]) -> str:
-    """One line per tier: better or worse when every clear verdict points that way."""
-    clear = {v for v in verdicts if v in (Verdict.BETTER, Verdict.WORSE)}
-    if len(clear) == 2:
-        return Verdict.MIXED
-    if clear:
-        return clear.pop()
-    if verdicts and all(v == Verdict.NOT_ENOUGH_DATA for v in verdicts):
-        return Verdict.NOT_ENOUGH_DATA
-    return Verdict.NO_CLEAR_CHANGE

@@ -21,3 +21,19 @@ class IdRelatedField(serializers.PrimaryKeyRelatedField):
             except IdError as exc:
                 self.fail("incorrect_type", data_type=f"str ({exc.message})")
         return super().to_internal_value(data)
+
+
+class NamedChoiceField(serializers.ChoiceField):
+    """A choice whose refusal lists the valid values: `"bogus" is not a valid choice; one of:
+    smoke, mixed-tiers, ...` (DRF's own message names none, leaving the client to guess)."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if data == "" and self.allow_blank:
+            return ""
+        try:
+            return self.choice_strings_to_values[str(data)]
+        except KeyError:
+            valid = ", ".join(str(key) for key in self.choice_strings_to_values)
+            raise serializers.ValidationError(
+                f'"{data}" is not a valid choice; one of: {valid}', code="invalid_choice"
+            ) from None

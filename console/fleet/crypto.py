@@ -51,16 +51,26 @@ def new_gateway_key() -> str:
     return GATEWAY_KEY_PREFIX + secrets.token_urlsafe(32)
 
 
+def vendor_prefix(secret: str) -> str:
+    """The vendor prefix of a key: up to the first '-' or '_' in its first 5 characters
+    (`sk-`, `tgk_`), else nothing."""
+    for i, ch in enumerate(secret[:5]):
+        if ch in "-_":
+            return secret[: i + 1]
+    return ""
+
+
+def masked(prefix: str, last4: str) -> str:
+    """The one masked form of a key shown anywhere (an endpoint's, a gateway key's):
+    `tgk_...95_I`, the vendor prefix and the last four, so one key reads the same on every page."""
+    return f"{vendor_prefix(prefix)}...{last4}"
+
+
 def mask(secret: str) -> str:
-    """`sk-...abcd`: the vendor prefix (up to the first '-' or '_' in the first 5 characters)
-    and the last four, enough to tell keys apart, never enough to use one."""
+    """`sk-...abcd`: the vendor prefix and the last four (`masked`), enough to tell keys
+    apart, never enough to use one. Short secrets show less."""
     if not secret:
         return ""
     if len(secret) < 12:
         return "..." + secret[-2:] if len(secret) >= 6 else "***"
-    prefix = ""
-    for i, ch in enumerate(secret[:5]):
-        if ch in "-_":
-            prefix = secret[: i + 1]
-            break
-    return f"{prefix}...{secret[-4:]}"
+    return masked(secret, secret[-4:])

@@ -19,6 +19,7 @@ from typing import Any
 from django.conf import settings
 
 from console.fleet import crypto, services
+from console.fleet.endpoint_models import sync_gateway_models
 from console.fleet.models import Node
 
 DEMO_NODES = [("demo-node-1", 8101, 9101), ("demo-node-2", 8102, 9102)]
@@ -48,6 +49,9 @@ def seed(ctx: Any) -> list[str]:
         elif not token or crypto.sha256_hex(token) != node.token_sha256:
             token = services.rotate_node_token(node, admin)
         nodes.append(node)
+        # A demo seeded before gateway endpoints kept their engine's model gets it now, so the
+        # playground works on both nodes without "Fetch models".
+        sync_gateway_models(node)
         entries.append(
             {"name": name, "token": token, "engine_port": engine_port, "agent_port": agent_port}
         )

@@ -54,6 +54,11 @@ class Reply:
             return None
 
 
+def plural(count: int, noun: str) -> str:
+    """ "1 model", "2 models"."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
 def base_url_candidates(base_url: str) -> list[str]:
     """The configured form first, then the same URL with /v1 added or removed. A full
     .../chat/completions URL (seed 000's contradictory advice) is cut back to its base."""
@@ -228,7 +233,8 @@ def choose_base(configured: str, replies: list[Reply]) -> tuple[Step, str | None
         if ids is not None:
             base = reply.url[: -len("/models")]
             if base == configured:
-                return Step(name, True, f"{base}/models answers ({len(ids)} models)."), base, ids
+                found = plural(len(ids), "model")
+                return Step(name, True, f"{base}/models answers ({found})."), base, ids
             return (
                 Step(
                     name,
@@ -287,7 +293,7 @@ def models_step(ids: list[str], default_model: str) -> Step:
             f"Default model '{default_model}' is not among: {listed}.",
             "Pick a default model the endpoint serves (or fetch the models again).",
         )
-    return Step("Models", True, f"{len(ids)} listed: {listed}.")
+    return Step("Models", True, f"{plural(len(ids), 'model')} listed: {listed}.")
 
 
 def _sse_events(body: str) -> list[str]:

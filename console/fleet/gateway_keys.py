@@ -61,6 +61,7 @@ def create_gateway_key(
         name=name,
         sha256=crypto.sha256_hex(plaintext),
         prefix=plaintext[:8],
+        last4=plaintext[-4:],
         tiers=list(tiers),
         default_tier=default_tier,
         all_nodes=not nodes,

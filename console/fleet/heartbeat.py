@@ -212,6 +212,10 @@ def process(node: Node, beat: HeartbeatIn, now: datetime | None = None) -> dict[
     version = keys_version(keys)
     applied_before = (node.applied_tier_config_id, node.applied_launch_profile_id)
     listen_changed = bool(beat.listen_url) and beat.listen_url != node.listen_url
+    # The engine's model, once known or when it changes, goes into the node's gateway endpoint's
+    # models (services.sync_gateway_models), so the playground and benchmarks find it.
+    model_before = str((node.engine or {}).get("model") or "")
+    model_changed = bool(beat.engine.model) and beat.engine.model != model_before
 
     with transaction.atomic():
         if rows:
@@ -239,6 +243,10 @@ def process(node: Node, beat: HeartbeatIn, now: datetime | None = None) -> dict[
             ensure_gateway_endpoint(node)
             keys = keys_for_node(node)  # ensure_gateway_endpoint may have added the node's key
             version = keys_version(keys)
+        if model_changed:
+            from console.fleet.endpoint_models import sync_gateway_models
+
+            sync_gateway_models(node, previous=model_before)
 
     desired = desired_reply(node, applied_tier, applied_profile)
     reply: dict[str, Any] = {

@@ -103,6 +103,16 @@ class Endpoint(models.Model):
         """The plaintext key, for outbound calls only: never log it or put it in a response."""
         return crypto.decrypt(self.api_key_encrypted) if self.api_key_encrypted else ""
 
+    def model_to_use(self) -> str:
+        """The model a request that names none goes to: the default, else the first known
+        model, else the one the node's engine reports serving (a gateway endpoint)."""
+        if self.default_model:
+            return self.default_model
+        if self.models:
+            return str(self.models[0])
+        engine = (self.node.engine or {}) if self.node is not None else {}
+        return str(engine.get("model") or "")
+
     @property
     def has_api_key(self) -> bool:
         return bool(self.api_key_encrypted)
@@ -301,6 +311,13 @@ class GatewayKey(models.Model):
     prefix = models.CharField(
         max_length=12, editable=False, help_text="First 8 characters, for display"
     )
+    last4 = models.CharField(
+        max_length=4,
+        blank=True,
+        default="",
+        editable=False,
+        help_text="Last 4 characters, for display (empty for keys made before it was kept)",
+    )
     tiers = models.JSONField(help_text="Tiers this key may use")
     default_tier = models.CharField(max_length=50)
     all_nodes = models.BooleanField(
@@ -330,7 +347,15 @@ class GatewayKey(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.name} ({self.prefix}...)"
+        return f"{self.name} ({self.masked})"
+
+    @property
+    def masked(self) -> str:
+        """As an endpoint's key is shown (crypto.masked): `tgk_...95_I`. A key made before the
+        last four were kept shows its first eight instead (`tgk_qF93...`)."""
+        if not self.last4:
+            return f"{self.prefix}..."
+        return crypto.masked(self.prefix, self.last4)
 
     @property
     def is_active(self) -> bool:
@@ -349,6 +374,7 @@ class GatewayKey(models.Model):
         return {
             "name": self.name,
             "prefix": self.prefix,
+            "masked": self.masked,
             "tiers": list(self.tiers),
             "default_tier": self.default_tier,
             "all_nodes": self.all_nodes,

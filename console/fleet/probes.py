@@ -104,6 +104,19 @@ def run_doctor(
     transport: httpx.BaseTransport | None = None,
 ) -> list[Step]:
     """Every step of the connection test, in order; stops early where later steps cannot help."""
+    return diagnose(base_url, key, default_model, timeout_s, transport)[0]
+
+
+def diagnose(
+    base_url: str,
+    key: str,
+    default_model: str = "",
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    transport: httpx.BaseTransport | None = None,
+) -> tuple[list[Step], list[str]]:
+    """(run_doctor's steps, the model IDs the endpoint listed, [] when none was listed), so
+    the caller can keep what the test found."""
+    found: list[str] = []
     steps = [doctor.key_hygiene(key)]
     candidates = doctor.base_url_candidates(base_url)
     with _client(timeout_s, transport) as client:
@@ -120,12 +133,13 @@ def run_doctor(
         base_step, base, ids = doctor.choose_base(candidates[0], replies)
         steps.append(base_step)
         if base is None:
-            return steps
+            return steps, found
+        found = list(ids)
         steps.append(doctor.models_step(ids, default_model))
         model = default_model or (ids[0] if ids else "")
         if not model:
             steps.append(Step("Chat completion", False, "No model to try.", "Set a default model."))
-            return steps
+            return steps, found
         for stream in (False, True):
             reply = attempt(
                 client, "POST", f"{base}/chat/completions", key, _chat_body(model, stream)
@@ -136,7 +150,7 @@ def run_doctor(
         base_url,
         ", ".join(f"{s.name}={'ok' if s.ok else 'fail'}" for s in steps),
     )
-    return steps
+    return steps, found
 
 
 class FetchError(Exception):

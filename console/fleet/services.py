@@ -13,6 +13,8 @@ records a plaintext secret except the one-time `token` / `key` a creator must se
     set_desired(nodes, tier_config=None, launch_profile=None, user=None, reason="") -> list[Node]
     (unsetting desired versions and acknowledging apply errors: console/fleet/desired.py)
     ensure_gateway_endpoint(node) -> Endpoint | None
+    (the models an endpoint serves, as the engine or the doctor found them:
+    console/fleet/endpoint_models.py)
     agent_commands(console_url, token) -> dict[str, str]
     (gateway keys: console/fleet/gateway_keys.py; FleetError, which every workflow raises
     naming the field to fix: console/fleet/errors.py)
@@ -386,6 +388,7 @@ def ensure_gateway_endpoint(node: Node) -> Endpoint | None:
         if endpoint.base_url != base_url:
             update_endpoint(endpoint, None, base_url=base_url)
         return endpoint
+    model = str((node.engine or {}).get("model") or "")
     tiers = sorted(allowed_tiers())
     default = min(tiers, key=tier_sort_key)  # the most urgent of the seed's tiers
     with transaction.atomic():
@@ -404,4 +407,6 @@ def ensure_gateway_endpoint(node: Node) -> Endpoint | None:
             api_key=plaintext,
             kind=EndpointKind.GATEWAY,
             node=node,
+            models=[model] if model else [],
+            default_model=model,
         )

@@ -12,7 +12,7 @@ import logging
 from typing import Any
 
 from console.fleet.models import Node
-from scheduler import ConfigError, default_config, parse_config
+from scheduler import ConfigError, default_config, parse_config, without_removed
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +73,7 @@ def desired_tier_names() -> set[str]:
     )
     for config in dict(rows).values():  # one parse per version, however many nodes want it
         try:
-            names.update(parse_config(config).scheduler.queues)
+            names.update(parse_config(without_removed(config)[0]).scheduler.queues)
         except ConfigError:  # stored under an older schema: its tiers are not offered
             continue
     return names

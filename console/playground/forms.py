@@ -38,14 +38,21 @@ def parse_conversation(text: str) -> list[dict[str, str]]:
     return messages
 
 
-class PlaygroundForm(forms.Form):
-    endpoint_a = forms.ModelChoiceField(Endpoint.objects.order_by("name"), label="Endpoint A")
-    model_a = forms.CharField(
+def _model_field(side: str) -> forms.CharField:
+    # A text box with the chosen endpoint's known models as its suggestions (a <datalist> the
+    # page fills from `endpoint_models`); a model the endpoint does not list is refused below.
+    return forms.CharField(
         max_length=200,
         required=False,
-        label="Model A",
+        label=f"Model {side.upper()}",
         help_text="Empty: the endpoint's default model",
+        widget=forms.TextInput(attrs={"list": f"models-{side}", "autocomplete": "off"}),
     )
+
+
+class PlaygroundForm(forms.Form):
+    endpoint_a = forms.ModelChoiceField(Endpoint.objects.order_by("name"), label="Endpoint A")
+    model_a = _model_field("a")
     tier_a = forms.CharField(
         max_length=50,
         required=False,
@@ -53,7 +60,7 @@ class PlaygroundForm(forms.Form):
         help_text="Gateways only (X-Tiergate-Tier); empty: the key's default",
     )
     endpoint_b = forms.ModelChoiceField(Endpoint.objects.order_by("name"), label="Endpoint B")
-    model_b = forms.CharField(max_length=200, required=False, label="Model B")
+    model_b = _model_field("b")
     tier_b = forms.CharField(max_length=50, required=False, label="Tier B")
     conversation = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 6}),
@@ -62,6 +69,23 @@ class PlaygroundForm(forms.Form):
     )
     max_tokens = forms.IntegerField(min_value=1, max_value=4096, initial=128)
     temperature = forms.FloatField(min_value=0.0, max_value=2.0, initial=0.7)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if not self.is_bound:
+            # Two different endpoints preselected (the demo's two nodes), so a first comparison
+            # needs only a prompt.
+            endpoints = list(Endpoint.objects.order_by("name")[:2])
+            if endpoints:
+                self.initial.setdefault("endpoint_a", endpoints[0].pk)
+                self.initial.setdefault("endpoint_b", endpoints[-1].pk)
+
+    def endpoint_models(self) -> dict[str, dict[str, Any]]:
+        """For the page: each endpoint's known models and default, by id."""
+        return {
+            str(e.pk): {"models": list(e.models or []), "default": e.model_to_use()}
+            for e in Endpoint.objects.select_related("node").order_by("name")
+        }
 
     def clean_conversation(self) -> list[dict[str, str]]:
         return parse_conversation(self.cleaned_data["conversation"])
@@ -84,8 +108,18 @@ class PlaygroundForm(forms.Form):
             endpoint = data.get(f"endpoint_{side}")
             if endpoint is None:
                 continue
-            model = (data.get(f"model_{side}") or "").strip() or endpoint.default_model
+            known = [str(m) for m in endpoint.models or []]
+            model = (data.get(f"model_{side}") or "").strip() or endpoint.model_to_use()
             if not model:
-                self.add_error(f"model_{side}", "this endpoint has no default model: name one")
+                self.add_error(
+                    f"model_{side}",
+                    "this endpoint knows no model yet: name one, or fetch its models on the "
+                    "endpoint's page",
+                )
+            elif known and model not in known:
+                self.add_error(
+                    f"model_{side}",
+                    f"{endpoint.name} does not serve {model!r}; it serves: {', '.join(known)}",
+                )
             data[f"model_{side}"] = model
         return data

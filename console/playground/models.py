@@ -42,6 +42,12 @@ class Side(models.Model):
     endpoint_name = models.CharField(max_length=100, help_text="As it was named at the time")
     model = models.CharField(max_length=200)
     tier = models.CharField(max_length=50, blank=True, help_text="X-Tiergate-Tier; empty: default")
+    served_tier = models.CharField(
+        max_length=50,
+        blank=True,
+        help_text="The tier the gateway answered in (its X-Tiergate-Tier header); empty: "
+        "not a gateway, or no answer",
+    )
     status = models.CharField(max_length=10, choices=SideStatus.choices, default=SideStatus.PENDING)
     text = models.TextField(blank=True)
     reasoning = models.TextField(blank=True)
@@ -63,6 +69,18 @@ class Side(models.Model):
     def __str__(self) -> str:
         return f"{self.comparison_id}{self.name}: {self.endpoint_name} / {self.model}"
 
+    @property
+    def tier_shown(self) -> str:
+        """What the page says of the tier: the one the gateway answered in; before the answer
+        (or from an endpoint that is not a gateway) what was asked, else the key's default."""
+        if self.served_tier:
+            return self.served_tier
+        if self.tier:
+            return self.tier
+        if self.status in FINISHED:
+            return "none (not a gateway)" if not self.error else "—"
+        return "the key's default"
+
     def result(self) -> dict[str, object]:
         """What the page shows of a finished side (the SSE `done` event's data)."""
         return {
@@ -75,7 +93,7 @@ class Side(models.Model):
             "e2e_ms": self.e2e_ms,
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
-            "tier": self.tier or "default",
+            "tier": self.tier_shown,
             "model": self.model,
             "endpoint": self.endpoint_name,
         }

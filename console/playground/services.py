@@ -94,6 +94,7 @@ def finish(side: Side, outcome: Outcome) -> Side:
         "completion_tokens",
     ):
         setattr(side, name, getattr(outcome, name))
+    side.served_tier = outcome.tier
     side.finished_at = timezone.now()
     side.save()
     return side

@@ -41,6 +41,9 @@ class Outcome:
     e2e_ms: float | None = None
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    # The tier a Tiergate gateway served the request in (its `X-Tiergate-Tier` answer header);
+    # empty for an endpoint that is not a gateway.
+    tier: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -110,6 +113,7 @@ def stream_chat(
                 "POST", endpoint_url(base_url, "chat"), json=payload, headers=headers
             ) as response,
         ):
+            outcome.tier = response.headers.get("x-tiergate-tier", "")[:50]
             if response.status_code != 200:
                 outcome.error = error_text(response.status_code, response.read())
                 yield outcome

@@ -13,8 +13,10 @@ from django import forms
 from django.core.files.uploadedfile import UploadedFile
 from django.http import QueryDict
 
-from console.tuning.engine_check import check_on_nodes, engine_label, has_report
-from console.tuning.vllm_args import ArgsError, args_to_dict, validate_args
+from console.tuning import services
+from console.tuning.engine_check import engine_label, has_report
+from console.tuning.models import LaunchProfileVersion, TierConfigVersion
+from console.tuning.vllm_args import ArgsError
 from scheduler import ConfigError, config_to_dict, parse_config
 
 MAX_UPLOAD_BYTES = 256 * 1024
@@ -94,6 +96,10 @@ class TierConfigForm(_VersionForm):
         required=False,
         label="Config (JSON)",
     )
+    # The version this one is made from ("New version of this"): its page diffs against it.
+    parent = forms.ModelChoiceField(
+        TierConfigVersion.objects.all(), required=False, widget=forms.HiddenInput
+    )
     field_order = ["name", "message", "config", "upload"]
 
     def _normalised(self, document: Any) -> dict[str, Any]:
@@ -107,19 +113,15 @@ class LaunchProfileForm(_VersionForm):
         required=False,
         label="vLLM arguments (JSON, snake_case)",
     )
+    parent = forms.ModelChoiceField(
+        LaunchProfileVersion.objects.all(), required=False, widget=forms.HiddenInput
+    )
     field_order = ["name", "message", "args", "upload"]
-
-    @staticmethod
-    def _managed_nodes() -> list[Any]:
-        from console.fleet.choices import NodeMode
-        from console.fleet.models import Node
-
-        return list(Node.objects.filter(mode=NodeMode.MANAGED).order_by("name"))
 
     def engine_coverage(self) -> dict[str, list[str]]:
         """For the page: the managed nodes whose engine report the profile is checked against
         (with their engine), and those checked with the built-in rules only."""
-        nodes = self._managed_nodes()
+        nodes = services.engine_nodes()
         return {
             "checked": [
                 f"{n.name} ({engine_label(n.engine_report)})" for n in nodes if has_report(n)
@@ -128,9 +130,6 @@ class LaunchProfileForm(_VersionForm):
         }
 
     def _normalised(self, document: Any) -> dict[str, Any]:
-        args = validate_args(document)
-        # Then against the parsers of the engines that may run it (engine_check.py).
-        check = check_on_nodes(args, self._managed_nodes())
-        if check.errors:
-            raise ArgsError(check.errors)
-        return args_to_dict(args)
+        # The same check as every other write path (the API, sweeps, adoptions): the built-in
+        # rules, then the parsers of the engines that may run it (services.check_launch_args).
+        return services.check_launch_args(document)

@@ -14,7 +14,7 @@ from django.db import models
 
 from console.tuning.diffs import DiffRow, launch_args_diff, tier_config_diff
 from console.tuning.vllm_args import LaunchArgs, render_argv, render_command
-from scheduler import TierConfig, parse_config
+from scheduler import TierConfig, parse_config, without_removed
 
 
 class VersionedDocument(models.Model):
@@ -29,6 +29,17 @@ class VersionedDocument(models.Model):
         related_name="+",
     )
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    # The version this one was made from ("New version of this", a sweep's base, the profile a
+    # node ran before its flags were saved): the page shows its changes against it, not against
+    # whichever version happens to have the number before.
+    parent = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="The version this one was made from",
+    )
 
     objects: ClassVar[models.Manager[Any]] = models.Manager()  # typed for the abstract base
 
@@ -52,6 +63,12 @@ class VersionedDocument(models.Model):
             .first()
         )
 
+    def base(self) -> VersionedDocument | None:
+        """What this version's changes are shown against: the version it was made from, else
+        the one just before it under the same name."""
+        parent = self.parent
+        return parent if parent is not None else self.previous()
+
     def save(self, *args: Any, **kwargs: Any) -> None:
         # Immutable: only the first save writes. Creating goes through services, which pick
         # the version number under a lock.
@@ -74,8 +91,10 @@ class TierConfigVersion(VersionedDocument):
         ]
 
     def parsed(self) -> TierConfig:
-        """The scheduler's typed config (raises scheduler.ConfigError if the schema moved on)."""
-        return parse_config(self.config)
+        """The scheduler's typed config (raises scheduler.ConfigError if the schema moved on);
+        fields the schema has removed since the version was stored are left out, as the agent
+        leaves them out when it applies the version."""
+        return parse_config(without_removed(self.config)[0])
 
     def diff_from(self, older: TierConfigVersion | None) -> list[DiffRow]:
         """What changed going from `older` to this version (nothing when there is no older)."""

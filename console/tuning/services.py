@@ -1,11 +1,15 @@
 """Creating versions: validate, number, store and audit in one transaction.
 
-Views, the API, the demo seeder and (later) rollouts all create versions through here, so the
+Views, the API, the demo seeder, sweeps and adoptions all create versions through here, so the
 rules (validation by the one schema, the next number per name, an audit row) hold everywhere.
+A launch profile is also checked against the engines that may run it (`check_launch_args`):
+the form, the API, the sweeps and "save running flags" all get vLLM's own refusal, in its
+words (docs/architecture.md#agent-and-console-protocol, "Engine report").
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from django.db import IntegrityError, connection, transaction
@@ -14,11 +18,14 @@ from django.http import HttpRequest
 
 from console.audit.choices import Action
 from console.audit.services import record
+from console.fleet.choices import NodeMode
 from console.fleet.models import Node
 from console.fleet.services import set_desired
 from console.tuning import tasks
+from console.tuning.diffs import launch_args_diff
+from console.tuning.engine_check import check_on_nodes
 from console.tuning.models import LaunchProfileVersion, TierConfigVersion, VersionedDocument
-from console.tuning.vllm_args import LaunchArgs, args_to_dict, validate_args
+from console.tuning.vllm_args import ArgsError, LaunchArgs, args_to_dict, validate_args
 from scheduler import config_to_dict, parse_config
 
 V = TypeVar("V", bound=VersionedDocument)
@@ -47,6 +54,7 @@ def _create_version(
     payload: dict[str, Any],
     user: Any,
     request: HttpRequest | None,
+    parent: VersionedDocument | None = None,
 ) -> V:
     if user is not None and not getattr(user, "is_authenticated", False):
         user = None
@@ -60,15 +68,19 @@ def _create_version(
                     version=(latest or 0) + 1,
                     message=message,
                     author=user,
+                    parent=parent,
                     **payload,
                 )
+                after = {"name": name, "version": obj.version, "message": message, **payload}
+                if parent is not None:
+                    after["parent"] = parent.pk
                 record(
                     action=Action.CREATE,
                     obj=obj,
                     user=user,
                     request=request,
                     message=message,
-                    after={"name": name, "version": obj.version, "message": message, **payload},
+                    after=after,
                 )
                 transaction.on_commit(tasks.schedule_mirror)
                 return obj  # type: ignore[no-any-return]
@@ -78,6 +90,13 @@ def _create_version(
     raise AssertionError("unreachable")
 
 
+def _parent_of(model: type[Any], parent: Any) -> Any:
+    """The version a new one was made from (its diff is shown against it), or None."""
+    if parent is None or isinstance(parent, model):
+        return parent
+    raise TypeError(f"parent must be a {model.__name__}, not {type(parent).__name__}")
+
+
 def create_tier_config(
     *,
     name: str,
@@ -85,9 +104,11 @@ def create_tier_config(
     message: str = "",
     user: Any = None,
     request: HttpRequest | None = None,
+    parent: TierConfigVersion | None = None,
 ) -> TierConfigVersion:
     """Validate with scheduler.parse_config (raises scheduler.ConfigError) and store the next
-    version of `name`. Stored as given (config_to_dict keeps only the fields that were set)."""
+    version of `name`. Stored as given (config_to_dict keeps only the fields that were set).
+    `parent`: the version this one was made from, which its page diffs against."""
     document = config_to_dict(parse_config(config))
     return _create_version(
         TierConfigVersion,
@@ -96,7 +117,26 @@ def create_tier_config(
         payload={"config": document},
         user=user,
         request=request,
+        parent=_parent_of(TierConfigVersion, parent),
     )
+
+
+def engine_nodes() -> list[Node]:
+    """The nodes whose engines a launch profile may end up on: every managed node."""
+    return list(Node.objects.filter(mode=NodeMode.MANAGED).order_by("name"))
+
+
+def check_launch_args(args: Any, nodes: list[Node] | None = None) -> dict[str, Any]:
+    """The one validation of a launch profile, whatever writes it: vllm_args' rules, then the
+    argument parser of every engine that reported one (engine_check.py), so a profile no
+    engine accepts is refused before it is stored, in vLLM's words ("unrecognized arguments:
+    --bogus-flag 3"). `nodes`: those to check against (default: every managed node). Returns
+    the document as stored; raises ArgsError listing every broken rule."""
+    parsed = validate_args(args)
+    check = check_on_nodes(parsed, engine_nodes() if nodes is None else nodes)
+    if check.errors:
+        raise ArgsError(check.errors)
+    return args_to_dict(parsed)
 
 
 def create_launch_profile(
@@ -106,10 +146,14 @@ def create_launch_profile(
     message: str = "",
     user: Any = None,
     request: HttpRequest | None = None,
+    parent: LaunchProfileVersion | None = None,
+    engines: list[Node] | None = None,
 ) -> LaunchProfileVersion:
-    """Validate with vllm_args.validate_args (raises vllm_args.ArgsError) and store the next
-    version of `name`, holding only the arguments that were set."""
-    document = args_to_dict(validate_args(args))
+    """Validate with `check_launch_args` (raises vllm_args.ArgsError) and store the next
+    version of `name`, holding only the arguments that were set. `engines`: the nodes whose
+    engines it is checked against when the caller knows where it will run (a sweep's node);
+    default every managed node."""
+    document = check_launch_args(args, engines)
     return _create_version(
         LaunchProfileVersion,
         name=name,
@@ -117,6 +161,7 @@ def create_launch_profile(
         payload={"args": document},
         user=user,
         request=request,
+        parent=_parent_of(LaunchProfileVersion, parent),
     )
 
 
@@ -156,22 +201,56 @@ def running_args(node: Node) -> dict[str, Any] | None:
     return adopted
 
 
+@dataclass(frozen=True)
+class Adoption:
+    """What "save running flags" did: the version the node now wants, whether it was made
+    now, and whether the node's desired profile changed."""
+
+    version: LaunchProfileVersion
+    created: bool
+    node_changed: bool
+
+    @property
+    def summary(self) -> str:
+        label = self.version.label
+        if self.created:
+            return f"Saved {label}"
+        if self.node_changed:
+            return f"No change: {label} already holds these flags; the node now wants it"
+        return f"No change: {label} already holds these flags, and the node wants it"
+
+
 def adopt_running_flags(
     node: Node, name: str, *, user: Any = None, request: HttpRequest | None = None
-) -> LaunchProfileVersion:
+) -> Adoption:
     """Save the node's running engine flags as the next version of launch profile `name` and
     make the node want it. The agent sees it already runs that command line and takes it as
-    applied without a restart, so the node starts with a profile and no drift."""
+    applied without a restart, so the node starts with a profile and no drift. When the
+    newest version of `name` already holds exactly these flags, no identical version is made:
+    the node is pointed at that one (if it does not want it already)."""
     args = running_args(node)
     if args is None:
         raise ValueError("node: its agent reports no running engine flags (attached or unseen)")
+    document = check_launch_args(args)
     with transaction.atomic():
+        latest = LaunchProfileVersion.objects.filter(name=name).order_by("-version").first()
+        if latest is not None and not launch_args_diff(latest.args, document):
+            changed = set_desired(
+                [node],
+                launch_profile=latest,
+                user=user,
+                reason="running flags adopted (no change)",
+                request=request,
+            )
+            return Adoption(latest, created=False, node_changed=bool(changed))
+        desired = node.desired_launch_profile
         version = create_launch_profile(
             name=name,
-            args=args,
+            args=document,
             message=f"adopted from {node.name}'s running engine",
             user=user,
             request=request,
+            parent=desired if desired is not None and desired.name == name else latest,
         )
         set_desired(
             [node],
@@ -180,4 +259,4 @@ def adopt_running_flags(
             reason="running flags adopted",
             request=request,
         )
-    return version
+    return Adoption(version, created=True, node_changed=True)

@@ -23,7 +23,9 @@ from console.fleet.models import Node
 from console.tuning import services
 from console.tuning.configmaps import render_configmap
 from console.tuning.diffs import display_rows
+from console.tuning.editor import editor_defaults
 from console.tuning.forms import LaunchProfileForm, TierConfigForm
+from console.tuning.history import rollback_plan
 from console.tuning.kube import dns_name, render_yaml
 from console.tuning.models import LaunchProfileVersion, TierConfigVersion, VersionedDocument
 from console.tuning.vllm_args import default_args
@@ -151,8 +153,8 @@ def version_list(request: HttpRequest, kind: Kind) -> HttpResponse:
 @require_GET
 def version_detail(request: HttpRequest, kind: Kind, pk: int) -> HttpResponse:
     require_role(request, VIEWER)
-    obj = get_object_or_404(kind.model.objects.select_related("author"), pk=pk)
-    previous = obj.previous()
+    obj = get_object_or_404(kind.model.objects.select_related("author", "parent"), pk=pk)
+    previous = obj.base()  # the version it was made from, else the number before
     against = previous
     raw = request.GET.get("against", "")
     if raw:
@@ -167,6 +169,7 @@ def version_detail(request: HttpRequest, kind: Kind, pk: int) -> HttpResponse:
         "others": others,
         "document": _pretty(_document(obj)),
         "can_create": has_role(request.user, OPERATOR),
+        "rollback_plan": rollback_plan(obj),
     }
     if isinstance(obj, LaunchProfileVersion):
         context["command"] = obj.command
@@ -191,6 +194,7 @@ def version_create(request: HttpRequest, kind: Kind) -> HttpResponse:
                     message=form.cleaned_data["message"],
                     user=request.user,
                     request=request,
+                    parent=form.cleaned_data.get("parent"),
                     **{kind.field: form.cleaned_data["document"]},
                 )
             except (ConfigError, ValueError) as exc:  # validated above; kept for a schema race
@@ -201,12 +205,18 @@ def version_create(request: HttpRequest, kind: Kind) -> HttpResponse:
     else:
         start = _document(source) if source is not None else kind.starter()
         form = kind.form(
-            initial={"name": source.name if source else "", kind.field: _pretty(start)}
+            initial={
+                "name": source.name if source else "",
+                kind.field: _pretty(start),
+                "parent": source.pk if source else None,
+            }
         )
     context: dict[str, Any] = {"kind": kind, "form": form, "source": source}
     if kind is TIER_CONFIG:
-        # The form editor builds its fields from the schema the scheduler validates with.
+        # The form editor builds its fields from the schema the scheduler validates with, and
+        # fills an emptied box with the field's default (editor_defaults).
         context["tier_schema"] = TierConfig.model_json_schema()
+        context["tier_defaults"] = editor_defaults()
     return render(request, "tuning/version_form.html", context)
 
 
@@ -262,9 +272,12 @@ def adopt_flags(request: HttpRequest, node_pk: int) -> HttpResponse:
     node = get_object_or_404(Node, pk=node_pk)
     name = request.POST.get("name", "").strip()
     try:
-        version = services.adopt_running_flags(node, name, user=request.user, request=request)
+        adoption = services.adopt_running_flags(node, name, user=request.user, request=request)
     except (ConfigError, ValueError) as exc:
         messages.error(request, f"Not saved: {exc}")
         return redirect("fleet:node-detail", pk=node.pk)
-    messages.success(request, f"Saved {version.label}; {node.name} now wants it (no restart).")
-    return redirect(LAUNCH_PROFILE.url("detail"), pk=version.pk)
+    if adoption.created:
+        messages.success(request, f"{adoption.summary}; {node.name} now wants it (no restart).")
+    else:
+        messages.info(request, f"{adoption.summary}.")
+    return redirect(LAUNCH_PROFILE.url("detail"), pk=adoption.version.pk)

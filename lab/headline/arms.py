@@ -1,7 +1,7 @@
 """The headline experiment's arms beyond the product's (a)-(e) (console/bench/headline/
-catalog.py): what issue 16's admission arms, the reserves, the paced streams, the relay floor,
-the A/A check and the revision check run. `python -m lab.headline --arms ...` names them;
-lab/NOTES.md tells what they were for and what they found.
+catalog.py): what issue 16's admission arms, the reserves, the streams in fewer pieces, the
+relay floor, the A/A check and the revision check run. `python -m lab.headline --arms ...`
+names them; lab/NOTES.md tells what they were for and what they found.
 
 `LabArm` is the product's Arm with the fronts and clients only experiments use: a reserve of
 the engine's sequences (its `--max-num-seqs`, read from the engine's flags), more of the
@@ -51,7 +51,7 @@ def with_queue(config: dict[str, Any], queue: str, **fields: Any) -> dict[str, A
 
 def with_lower_tiers(config: dict[str, Any], **fields: Any) -> dict[str, Any]:
     """A copy of `config` with these fields set on every tier but the most urgent (a lower
-    tier's `stream_pace_ms` or `stream_interval_tokens`)."""
+    tier's `stream_interval_tokens`)."""
     for name in parse_config(config).tiers_by_urgency()[1:]:  # the scheduler's own order
         config = with_queue(config, name, **fields)
     return config
@@ -69,22 +69,18 @@ class LabArm(Arm):
     # a launch profile) and its last `reserve_sequences` are `reserved_slots`.
     reserve_sequences: int = 0
     reserve_follows_arrivals: bool = False  # that reserve stands one slot per recent arrival
-    reserve_caps_lower_tiers: bool = False  # it caps every request but online's own instead
-    # max_in_flight left at the gateway's default, above the engine's: online may wait in the
-    # engine's priority queue, and the capped reserve counts against the sequences the gateway
-    # learns from /metrics (scheduler/reserve.py, `Reserve.slot_room`).
-    urgent_waits_in_engine: bool = False
     gateway_flags: tuple[str, ...] = ()  # more of the agent's command-line flags
 
     def gateway_config(self, flags: list[str]) -> dict[str, Any] | None:
         if self.tier_config is None or not self.reserve_sequences:
             return self.tier_config
         extra = {"reserve_follows_arrivals": True} if self.reserve_follows_arrivals else {}
-        if self.reserve_caps_lower_tiers:
-            extra["reserve_caps_lower_tiers"] = True
-        if not self.urgent_waits_in_engine:
-            extra["max_in_flight"] = engine_sequences(flags)
-        return with_admission(self.tier_config, reserved_slots=self.reserve_sequences, **extra)
+        return with_admission(
+            self.tier_config,
+            reserved_slots=self.reserve_sequences,
+            max_in_flight=engine_sequences(flags),
+            **extra,
+        )
 
     def front(
         self, engine_url: str, flags: list[str], workdir: Path
@@ -187,30 +183,7 @@ def extra_arms() -> list[LabArm]:
             "gateway as (w), vLLM's helpers left where they are (--no-fence-engine-helpers), "
             "engine priority", "priority", SEED_TIER_CONFIG, reserve_sequences=3,
             reserve_follows_arrivals=True, gateway_flags=("--no-fence-engine-helpers",)),
-        # (q) whose reserve caps batch's and offline's sequences at 16 - 6 instead of keeping
-        # the last 6 of all 16 from them: online's requests take from the reserve, so the
-        # engine runs 10 plus online's, not 10 in all.
-        LabArm("u", "gateway-reserve6cap-priority",
-            "gateway (seed 000 tiers, max_in_flight = the engine's max_num_seqs, "
-            "reserved_slots 6 following online's arrivals, capping the lower tiers), engine "
-            "priority", "priority", SEED_TIER_CONFIG, reserve_sequences=6,
-            reserve_follows_arrivals=True, reserve_caps_lower_tiers=True),
-        # (u) without max_in_flight pinned to the engine's 16: online waits in vLLM's own
-        # queue, first there, and the cap on batch and offline counts against the 16 the
-        # gateway reads from vLLM's /metrics.
-        LabArm("v", "gateway-reserve6cap-engineq-priority",
-            "gateway (seed 000 tiers, reserved_slots 6 following online's arrivals, capping "
-            "the lower tiers at the engine's sequences less the reserve; online may queue in "
-            "the engine), engine priority", "priority", SEED_TIER_CONFIG, reserve_sequences=6,
-            reserve_follows_arrivals=True, reserve_caps_lower_tiers=True,
-            urgent_waits_in_engine=True),
-        # (d) with the lower tiers' streams read once per 100 ms after their first token
-        # (`stream_pace_ms`): fewer reads, writes and wake-ups on the node for the half of the
-        # streamed tokens that are batch's and offline's.
-        LabArm("t", "gateway-paced-priority",
-            "gateway (seed 000 tiers, batch and offline stream_pace_ms 100), engine priority",
-            "priority", with_lower_tiers(SEED_TIER_CONFIG, stream_pace_ms=100)),
-        # (t) with the engine itself sending batch's and offline's streams 16 tokens a piece
+        # (d) with the engine itself sending batch's and offline's streams 16 tokens a piece
         # (`stream_interval_tokens`, vLLM's per-request `stream_interval`, written in by the
         # gateway): fewer pieces made by vLLM's API server as well as fewer relayed.
         LabArm("z", "gateway-interval-priority",

@@ -234,7 +234,9 @@ def test_compare_returns_per_tier_verdicts_and_the_config_diff(
     throughput = [m for m in flat["tiers"]["overall"]["metrics"] if m["higher_is_better"]]
     assert {m["verdict"] for m in throughput} == {"not enough data"}
     assert flat["provisional"] and all(m["provisional"] for m in latency)
-    assert flat["tiers"]["overall"]["overall"] == "no clear change"
+    # One run a side cannot show that nothing changed: the decision asks for more runs.
+    assert flat["tiers"]["overall"]["overall"] == "not enough data"
+    assert "more runs a side would decide" in flat["decision"]["headline"]
     assert any("same configuration and workload" in w for w in flat["warnings"])
     assert any("Provisional" in w for w in flat["warnings"])
     assert "b" in api(viewer).get(f"{URL}compare/", {"a": a.pk}).json()

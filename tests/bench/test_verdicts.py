@@ -11,7 +11,6 @@ from console.bench.verdicts import (
     WITHIN_RUN,
     compare_percentile_runs,
     compare_statistic,
-    overall_verdict,
     t_interval,
     verdict_of,
 )
@@ -42,14 +41,6 @@ def test_a_verdict_needs_zero_outside_the_interval_and_a_change_worth_acting_on(
         "not enough data"
     )
     assert compare_statistic([10.0, 10.5, 9.5], [5.0, 5.2, 4.8], "rps", higher_is_better=True)
-
-
-def test_one_line_per_tier_summarises_its_verdicts() -> None:
-    assert overall_verdict(["no clear change", "worse", "not enough data"]) == "worse"
-    assert overall_verdict(["better", "no clear change"]) == "better"
-    assert overall_verdict(["better", "worse"]) == "mixed"
-    assert overall_verdict(["no clear change", "not enough data"]) == "no clear change"
-    assert overall_verdict(["not enough data"]) == "not enough data"
 
 
 def _runs(rng: np.random.Generator, count: int, spread: float) -> list[np.ndarray]:

@@ -103,8 +103,7 @@ def test_windows_without_a_figure_or_without_a_direct_window_are_not_judged() ->
         (["--order", ""], "--order empty"),
         (["--burn", "1.5"], "--burn not in (0, 1)"),
         (["--cap", "0"], "--cap < 1"),
-        (["--pace-ms", "0"], "--pace-ms not in (0, 1000]"),
-        (["--pace-ms", "1001"], "--pace-ms not in (0, 1000]"),
+        (["--order", "ds"], "unknown window kinds ['s']"),  # stream_pace_ms is removed
         (["--interval-tokens", "0"], "--interval-tokens not in [1, 1024]"),
         (["--model-size", "100", "2"], "--model-size: hidden must be a multiple of 64"),
         (["--model-size", "128", "0"], "layers at least 1, not 128 and 0"),

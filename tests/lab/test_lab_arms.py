@@ -1,7 +1,7 @@
 """The lab's headline arms (lab/headline/arms.py): each tier config parses, and each arm is the
 product's (b) or (d) with the one thing it tests changed: the paired arms (h) and (s) are (d)
 with the recovery reserve, or the starvation bound, off; the reserve arms keep some of the
-engine's sequences; (t) and (z) send the lower tiers' streams in fewer pieces."""
+engine's sequences; (z) sends the lower tiers' streams in fewer pieces."""
 
 from __future__ import annotations
 
@@ -46,10 +46,8 @@ def test_a_paired_arm_is_arm_d_with_one_admission_field_off(
     assert paired.policy == d.policy == "priority"
 
 
-@pytest.mark.parametrize(
-    ("key", "field", "value"), [("t", "stream_pace_ms", 100), ("z", "stream_interval_tokens", 16)]
-)
-def test_arms_t_and_z_are_arm_d_with_the_lower_tiers_streams_in_fewer_pieces(
+@pytest.mark.parametrize(("key", "field", "value"), [("z", "stream_interval_tokens", 16)])
+def test_arm_z_is_arm_d_with_the_lower_tiers_streams_in_fewer_pieces(
     key: str, field: str, value: int
 ) -> None:
     arms = _arms()
@@ -106,39 +104,29 @@ def test_arm_letters_that_name_no_arm_are_refused() -> None:
 
 
 @pytest.mark.parametrize(
-    ("key", "reserved", "follows", "caps", "pinned"), [("k", 1, False, False, True),
-                                                       ("n", 3, False, False, True),
-                                                       ("m", 6, False, False, True),
-                                                       ("q", 6, True, False, True),
-                                                       ("w", 3, True, False, True),
-                                                       ("y", 1, True, False, True),
-                                                       ("u", 6, True, True, True),
-                                                       ("v", 6, True, True, False)]
+    ("key", "reserved", "follows"), [("k", 1, False), ("n", 3, False), ("m", 6, False),
+                                     ("q", 6, True), ("w", 3, True), ("y", 1, True)]
 )  # fmt: skip
 @pytest.mark.parametrize(("engine", "sequences"), [("sim", 32), ("vllm", 16)])
 def test_reserve_arms_are_arm_d_with_some_of_the_engines_sequences_reserved(
-    key: str, reserved: int, follows: bool, caps: bool, pinned: bool, engine: str, sequences: int
+    key: str, reserved: int, follows: bool, engine: str, sequences: int
 ) -> None:
     """(k), (n) and (m) cap the gateway at the engine's own `--max-num-seqs`, as the agent does
     from a launch profile, and keep the last 1, 3 or 6 of them for the most urgent tier; (q)
-    is (m) with that reserve following online's arrivals, (w) is (q) with 3 and (y) with 1,
-    (u) is (q) with it capping every request but online's own instead, and (v) is (u) with the
-    gateway's cap left at its default, above the engine's; nothing else differs from (d)."""
+    is (m) with that reserve following online's arrivals, (w) is (q) with 3 and (y) with 1;
+    nothing else differs from (d)."""
     arms = _arms()
     d, arm = arms["d"], arms[key]
     flags = engine_flags("priority", 1.0, 0, engine)
     config = arm.gateway_config(flags)
     assert config is not None and d.gateway_config(flags) == d.tier_config
     admission = parse_config(config).scheduler.admission
-    cap = sequences if pinned else None
-    assert (admission.max_in_flight, admission.reserved_slots) == (cap, reserved)
+    assert (admission.max_in_flight, admission.reserved_slots) == (sequences, reserved)
     assert admission.reserve_follows_arrivals is follows
-    assert admission.reserve_caps_lower_tiers is caps
     assert config["scheduler"]["admission"] == {
-        **({"max_in_flight": sequences} if pinned else {}),
+        "max_in_flight": sequences,
         "reserved_slots": reserved,
         **({"reserve_follows_arrivals": True} if follows else {}),
-        **({"reserve_caps_lower_tiers": True} if caps else {}),
     }
     assert {**config["scheduler"], "admission": {}} == {
         **d.tier_config["scheduler"],

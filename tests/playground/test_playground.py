@@ -60,7 +60,8 @@ def test_both_sides_stream_timed_and_saved(operator: Any, endpoints: dict[str, A
     ]
     page = client.get(created["Location"]).content.decode()
     assert KEY not in page and "stream/a/" in page and "stream/b/" in page
-    for name, tier in (("a", "batch"), ("b", "default")):
+    # The tier the answer came in: the gateway's X-Tiergate-Tier; a plain engine has none.
+    for name, tier in (("a", "batch"), ("b", "none (not a gateway)")):
         got = events(client.get(f"/playground/{comparison.pk}/stream/{name}/"))
         deltas = [d["content"] for kind, d in got if kind == "delta"]
         kind, done = got[-1]

@@ -45,20 +45,18 @@ def test_extensions_round_trip(seed: dict[str, Any]) -> None:
     seed["scheduler"]["queues"]["online"].update(
         {"max_queue_depth": 100, "queue_timeout_ms": 2500.5, "length_groups": [512, 2048]}
     )
-    seed["scheduler"]["queues"]["offline"]["stream_pace_ms"] = 250
     seed["scheduler"]["queues"]["batch"]["stream_interval_tokens"] = 16
     seed["scheduler"]["adaptive"]["tier"] = "batch"
     seed["scheduler"]["admission"] = {
         "max_in_flight": 64,
         "reserved_slots": 8,
         "reserve_follows_arrivals": True,
-        "reserve_caps_lower_tiers": True,
         "pass_priority": False,
     }
     assert config_to_dict(parse_config(seed)) == seed
 
 
-@pytest.mark.parametrize("name", ["reserve_follows_arrivals", "reserve_caps_lower_tiers"])
+@pytest.mark.parametrize("name", ["reserve_follows_arrivals"])
 def test_the_standing_reserves_options_are_off_by_default_and_strict_booleans(
     seed: dict[str, Any], name: str
 ) -> None:
@@ -94,9 +92,6 @@ def test_bad_tiers_reports_every_rule_at_once() -> None:
         ("queue_timeout_ms", -5, "must be > 0"),
         ("length_groups", [2048, 512], "must be strictly increasing"),
         ("length_groups", [0], "must be > 0"),
-        ("stream_pace_ms", 0, "must be > 0"),
-        ("stream_pace_ms", 1000.5, "must be <= 1000"),
-        ("stream_pace_ms", "100", "must be a number"),
         ("stream_interval_tokens", 0, "must be >= 1"),
         ("stream_interval_tokens", 1025, "must be <= 1024"),
         ("stream_interval_tokens", 2.5, "must be an integer"),

@@ -49,7 +49,6 @@ def configs(draw: st.DrawFn) -> TierConfig:
         "max_in_flight": cap,
         "reserved_slots": draw(st.integers(0, cap - 1)),
         "reserve_follows_arrivals": draw(st.booleans()),
-        "reserve_caps_lower_tiers": draw(st.booleans()),
         "min_share": draw(st.sampled_from([0, 0.05, 0.2, 0.45])),
     }
     if draw(st.booleans()):  # else adapted by the limiter
@@ -134,7 +133,6 @@ class Model:
     queued: dict[str, Queued] = field(default_factory=dict)
     flight: dict[str, bool] = field(default_factory=dict)  # id -> still awaiting first token
     flight_tier: dict[str, str] = field(default_factory=dict)
-    home: dict[str, str] = field(default_factory=dict)  # released requests' own tiers
     owed_home: dict[str, str] = field(default_factory=dict)  # starvation-bound releases' tiers
     limit: int = 1  # the dispatcher's awaiting limit during the poll being checked
     urgent_limit: int = 1  # the most urgent tier's during that poll
@@ -242,19 +240,6 @@ class Model:
         assert admission.max_in_flight is not None
         most_urgent = self.config.tiers_by_urgency()[0]
         cap = admission.max_in_flight - (0 if tier == most_urgent else self.standing)
-        if tier != most_urgent and admission.reserve_caps_lower_tiers and self.standing:
-            # Every request but the most urgent tier's own sent as its own counts against a cap
-            # of the engine's sequences (as learned, at most max_in_flight) - the reserve; with
-            # no reserve standing there is no cap.
-            lower = sum(
-                1
-                for rid in self.flight
-                if most_urgent != self.home[rid] or most_urgent != self.flight_tier[rid]
-            )
-            sequences = self.sequences()
-            if lower >= sequences - min(self.standing, sequences - 1):
-                return False
-            cap = admission.max_in_flight
         limit = self.urgent_limit if tier == most_urgent else self.limit
         if tier != most_urgent and self.lower_allowed is not None:
             cap = min(cap, self.lower_allowed)  # the recovery reserve holds
@@ -486,7 +471,6 @@ def check_poll(d: Dispatcher, m: Model, now: float) -> None:
         else:
             assert r.id not in result.sent_as
         m.flight_tier[r.id] = counted
-        m.home[r.id] = q.tier
         m.outcome[r.id] = "released"
     if result.released:  # a lower cap from reconfigure holds releases until under it
         assert len(m.flight) <= admission.max_in_flight
@@ -619,9 +603,6 @@ def test_dispatcher_invariants(cfgs: list[TierConfig], steps: list[tuple[Any, ..
             for rid, tier in m.owed_home.items():
                 if tier not in new.scheduler.queues:
                     m.owed_home[rid] = fallback
-            for rid, tier in m.home.items():
-                if tier not in new.scheduler.queues:
-                    m.home[rid] = fallback
             m.config = new
             m.arrived = {t: at for t, at in m.arrived.items() if t in new.scheduler.queues}
             for rid in m.queued:

@@ -107,6 +107,9 @@ def finish(sweep: Any, trials: list[dict[str, Any]], *, status: str = "succeeded
             violations=spec.get("violations", []),
             objective_value=spec.get("objective_value", 50.0),
             metrics={"ttft_p99_ms": {"online": spec.get("objective_value", 50.0)}},
+            # Decided better than the base unless the test says otherwise (an undecided trial
+            # is adopted only with confirm_undecided).
+            decision=spec.get("decision", {"outcome": "better", "headline": "better"}),
         )
     Sweep.objects.filter(pk=sweep.pk).update(
         status=status, restored=True, finished_at=timezone.now(), trials_done=len(trials) + 1

@@ -320,8 +320,8 @@ def test_trial_metrics_are_means_over_the_repeats() -> None:
 
 
 def test_decode_speed_is_output_tokens_over_the_decode_time_per_request() -> None:
-    # 100 tokens in 2 s after the first token, 50 in 0.5 s: 50 and 100 tokens/s.
-    assert decode_speed([(100, 0.5, 2.5), (50, 0.1, 0.6), (None, 0.1, 1.0)]) == 75.0
+    # 99 tokens after the first in 2 s, 49 in 0.5 s: 49.5 and 98 tokens/s; the median of two.
+    assert decode_speed([(100, 0.5, 2.5), (50, 0.1, 0.6), (None, 0.1, 1.0)]) == 73.75
     assert decode_speed([(10, 1.0, 1.0)]) is None
 
 

@@ -127,7 +127,7 @@ def test_errors_show_next_to_the_field_that_caused_them(db: None, operator: Any)
     cases = [
         # The service refuses a value the scheduler's schema refuses: variables[0].values[1].
         (_form(node, var1_values="5, -3"), "var1_values", "value -3: scheduler.queues"),
-        (_form(node, var1_path="scheduler.nowhere"), "var1_values", ""),
+        (_form(node, var1_path="scheduler.nowhere"), "var1_path", "not a field of the base"),
         (_form(node, var1_path="nope"), "var1_path", "dotted path"),
         (_form(node, var1_values=""), "var1_values", "required"),
         (_form(node, mode="grid"), "mode", "2 to 3 variables"),
@@ -222,8 +222,11 @@ def test_adopt_opens_a_rollout_and_goes_there(db: None, operator: Any) -> None:
     node = node_with_versions()
     Node.objects.filter(pk=node.pk).update(last_seen_at=timezone.now())
     sweep = finished_sweep(node, with_runs=False)
-    trial = sweep.trials.get(index=2)
-    response = _client(operator).post(f"/benchmarks/sweeps/{sweep.pk}/adopt/", {"trial": trial.pk})
+    trial = sweep.trials.get(index=2)  # undecided against the base: adopted only if confirmed
+    url = f"/benchmarks/sweeps/{sweep.pk}/adopt/"
+    _client(operator).post(url, {"trial": trial.pk})
+    assert not Rollout.objects.exists()
+    response = _client(operator).post(url, {"trial": trial.pk, "confirm_undecided": "1"})
     rollout = Rollout.objects.get()
     assert response.status_code == 302
     assert response["Location"] == f"/tuning/rollouts/{rollout.pk}/"

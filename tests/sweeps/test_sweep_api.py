@@ -87,7 +87,7 @@ def test_an_operator_creates_a_sweep_with_its_base_trial_and_it_is_queued_after_
     [
         (
             {"variables": [{"path": "scheduler.queues.online.speed", "values": [1]}]},
-            "variables[0].values[0]",
+            "variables[0].path",  # no such field: the path is wrong, not its value
             "speed",
         ),
         ({"variables": [{"path": WAIT, "values": [1, -5]}]}, "variables[0].values[1]", "> 0"),

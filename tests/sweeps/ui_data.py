@@ -77,6 +77,16 @@ TRIALS: list[tuple[Any, dict[str, Any], bool, list[str]]] = [
 ]
 
 
+def _decision(index: int) -> dict[str, Any]:
+    """Trial 1 decided better than the base (the best); the others undecided."""
+    if index == 0:
+        return {}
+    if index == 1:
+        return {"outcome": "better", "headline": "better", "text": "as the test wrote it"}
+    more = "not enough data: about 3 more runs a side would decide at this noise"
+    return {"outcome": "not enough data", "headline": more, "text": "as the test wrote it"}
+
+
 def _series(endpoint: Any, ttft_scale: float, runs: int, seed: int) -> RunSeries:
     series = RunSeries.objects.create(label="trial", repeats=runs)
     for i in range(runs):
@@ -141,6 +151,7 @@ def finished_sweep(
                 feasible=feasible if done else None,
                 violations=violations if done else [],
                 objective_value=m["ttft_p99_ms"]["online"] if done else None,
+                decision=_decision(index) if done else {},
                 apply_s=1.5 if done else None,
                 bench_s=20.0 if done else None,
             )

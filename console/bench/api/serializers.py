@@ -7,11 +7,11 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from console.bench import services
-from console.bench.choices import Preset
+from console.bench.choices import Preset, Verdict
 from console.bench.models import BenchmarkRun, RequestSample, RunSeries
 from console.bench.presets import PRESETS, preset_workload
 from console.bench.results import SAMPLE_FIELDS
-from console.core.fields import IdRelatedField
+from console.core.fields import IdRelatedField, NamedChoiceField
 from console.fleet.models import Endpoint
 from loadgen import SpecError, from_seed003_settings
 
@@ -45,7 +45,7 @@ class BenchmarkRunSerializer(serializers.ModelSerializer):
         allow_blank=True,
         help_text="Blank: the endpoint's default model.",
     )
-    preset = serializers.ChoiceField(
+    preset = NamedChoiceField(
         choices=Preset.choices,
         required=False,
         default=Preset.CUSTOM,
@@ -220,10 +220,63 @@ class MetricDeltaSerializer(serializers.Serializer):
     higher_is_better = serializers.BooleanField()
 
 
-class TierComparisonSerializer(serializers.Serializer):
-    overall = serializers.CharField(
-        help_text="better / worse when every clear verdict of the tier points that way; mixed."
+class EstimateSerializer(serializers.Serializer):
+    key = serializers.CharField(help_text='"online.ttft_p99", "overall.rps", ...')
+    # A declared field, moved off the class by DRF's metaclass: Field.label stays intact.
+    label = serializers.CharField()  # type: ignore[assignment]
+    kind = serializers.CharField(help_text="ratio (compared as B/A) or rate (as B - A, shares)")
+    unit = serializers.CharField()
+    higher_is_better = serializers.BooleanField()
+    before = serializers.FloatField(allow_null=True, help_text="Mean over A's runs.")
+    after = serializers.FloatField(allow_null=True, help_text="Mean over B's runs.")
+    change = serializers.FloatField(allow_null=True, help_text="ratio: B/A - 1; rate: B - A.")
+    low = serializers.FloatField(allow_null=True)
+    high = serializers.FloatField(allow_null=True)
+    call = serializers.CharField(
+        help_text="better, worse, no clear change, undecided, or not enough data (no runs)."
     )
+    runs_a = serializers.IntegerField()
+    runs_b = serializers.IntegerField()
+    provisional = serializers.BooleanField()
+    runs_needed = serializers.IntegerField(
+        allow_null=True, help_text="Runs a side that would decide it (undecided only)."
+    )
+    slo = serializers.FloatField(allow_null=True)
+    above_slo = serializers.BooleanField()
+    text = serializers.CharField()
+
+
+class DecisionSerializer(serializers.Serializer):
+    outcome = serializers.ChoiceField(choices=Verdict.choices)
+    headline = serializers.CharField(
+        help_text='The outcome as said first: "not enough data: about 4 more runs a side ...".'
+    )
+    text = serializers.CharField(help_text="The reason: the figures behind the outcome.")
+    objectives = EstimateSerializer(many=True)
+    guardrails = EstimateSerializer(many=True)
+    breaches = serializers.ListField(child=serializers.CharField())
+    disagree = serializers.ListField(
+        child=serializers.CharField(), help_text="mixed: the objectives that disagree."
+    )
+    more_runs = serializers.IntegerField(
+        allow_null=True, help_text="not enough data: runs to add a side (power calculation)."
+    )
+    provisional = serializers.BooleanField()
+    confidence = serializers.FloatField(help_text="Level of each figure's call interval.")
+
+
+class SideValiditySerializer(serializers.Serializer):
+    line = serializers.CharField(
+        help_text="The side's one line, where a flag moves a figure the decision reads."
+    )
+    summary = serializers.CharField()
+    details = serializers.ListField(child=serializers.CharField())
+    affects = serializers.BooleanField()
+
+
+class TierComparisonSerializer(serializers.Serializer):
+    overall = serializers.CharField(help_text="The tier's decision's outcome.")
+    decision = DecisionSerializer(allow_null=True, help_text="The tier's decision.")
     metrics = MetricDeltaSerializer(many=True)
     throughput = serializers.DictField(
         child=serializers.DictField(child=serializers.FloatField(allow_null=True))
@@ -248,7 +301,10 @@ class SideSerializer(serializers.Serializer):
     # A declared field, moved off the class by DRF's metaclass: Field.label stays intact.
     label = serializers.CharField()  # type: ignore[assignment]
     series = serializers.IntegerField(allow_null=True)
-    runs = serializers.ListField(child=serializers.IntegerField())
+    runs = serializers.ListField(
+        child=serializers.IntegerField(), help_text="The finished runs compared."
+    )
+    total = serializers.IntegerField(help_text="The side's runs in all, finished or not.")
 
 
 class ComparisonSerializer(serializers.Serializer):
@@ -256,6 +312,12 @@ class ComparisonSerializer(serializers.Serializer):
     b = serializers.IntegerField(allow_null=True, help_text="Side B's first run id.")
     side_a = SideSerializer()
     side_b = SideSerializer()
+    objective = serializers.DictField(
+        child=serializers.CharField(), help_text="The declared objective: {value, label}."
+    )
+    decision = DecisionSerializer(
+        help_text="The overall decision: the objective and guardrails (docs/benchmarks.md)."
+    )
     provisional = serializers.BooleanField(help_text="A side has a single run.")
     confidence = serializers.FloatField(
         help_text="Level of each metric's interval: a tier's intervals hold together at 95%."
@@ -265,7 +327,13 @@ class ComparisonSerializer(serializers.Serializer):
     )
     config_diff = ConfigDiffRowSerializer(many=True)
     conditions = ConditionRowSerializer(many=True)
-    warnings = serializers.ListField(child=serializers.CharField())
+    validity = serializers.DictField(
+        child=SideValiditySerializer(), help_text="Per side (A, B): its validity flags."
+    )
+    notes = serializers.ListField(child=serializers.CharField())
+    warnings = serializers.ListField(
+        child=serializers.CharField(), help_text="The notes and each side's validity line."
+    )
 
 
 class RunSeriesSerializer(serializers.ModelSerializer):

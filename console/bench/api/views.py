@@ -23,6 +23,7 @@ from console.bench.api.serializers import (
 )
 from console.bench.choices import Preset, RunStatus
 from console.bench.models import BenchmarkRun, RequestSample, RunSeries
+from console.bench.sweeps.choices import Objective
 from console.core.ids import parse_id
 from console.core.roles import OPERATOR
 
@@ -37,6 +38,12 @@ _COMPARE = [
     ),
     OpenApiParameter(
         "b", str, required=True, description="Side B (after): a run id, or s<id> for a series."
+    ),
+    OpenApiParameter(
+        "objective",
+        str,
+        enum=Objective.values,
+        description="What the decision judges by (default: lowest online TTFT P99).",
     ),
 ]
 
@@ -103,14 +110,18 @@ class BenchmarkRunViewSet(
     @extend_schema(parameters=_COMPARE, responses=ComparisonSerializer)
     @action(detail=False, methods=["get"])
     def compare(self, request: Request) -> Response:
-        """Per-tier deltas (B minus A) with verdicts whose intervals include run-to-run noise
-        when a side is a series; the config diff, run conditions and warnings."""
+        """The decision (B against A, from the objective and guardrails, overall and per
+        tier), per-tier deltas with verdicts whose intervals include run-to-run noise when a
+        side is a series; the config diff, run conditions, validity and warnings."""
         params = request.query_params
         try:
             found = sides.resolve_all({name: params.get(name, "") for name in ("a", "b")})
         except sides.SideError as exc:
             raise ValidationError({exc.field: [exc.message]}) from None
-        data = sides.compare_sides(found["a"], found["b"])
+        objective = params.get("objective")
+        if objective and objective not in Objective.values:
+            raise ValidationError({"objective": [f"must be one of {', '.join(Objective.values)}"]})
+        data = sides.compare_sides(found["a"], found["b"], objective=objective)
         return Response(ComparisonSerializer(data).data)
 
     @extend_schema(request=RepeatSerializer, responses={202: RunSeriesSerializer})

@@ -6,8 +6,9 @@ Two panels, one figure each:
   `bench sweep` plots them.
 
 Feasible trials and infeasible ones are separate traces (filled circles against grey crosses),
-so the legend tells them apart; the Pareto front is drawn through the feasible trials only
-(the ones an operator may adopt), one definition of the front: scoring.pareto_front.
+so the legend tells them apart, and every point is labelled with its trial and its two values;
+the Pareto front is drawn through the feasible trials only (the ones an operator may adopt),
+one definition of the front: scoring.pareto_front.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ class Axis:
     key: str
     minimize: bool
     tier: str | None = None
+    unit: str = ""  # in a point's label: "82.9 ms"
 
     def value(self, metrics: Mapping[str, Any]) -> float | None:
         raw = metrics.get(self.key)
@@ -62,13 +64,13 @@ class Axis:
 PANELS: dict[str, tuple[str, Axis, Axis]] = {
     "latency": (
         "Online TTFT P99 against request throughput",
-        Axis("Request throughput (req/s)", "throughput_rps", minimize=False),
-        Axis("Online TTFT P99 (ms)", "ttft_p99_ms", minimize=True, tier=LATENCY_TIER),
+        Axis("Request throughput (req/s)", "throughput_rps", minimize=False, unit="req/s"),
+        Axis("Online TTFT P99 (ms)", "ttft_p99_ms", minimize=True, tier=LATENCY_TIER, unit="ms"),
     ),
     "tokens": (
         "Tokens/s per GPU against tokens/s per user",
-        Axis("Tokens/s per user", "tokens_per_s_per_user", minimize=False),
-        Axis("Tokens/s per GPU", "tokens_per_s_per_gpu", minimize=False),
+        Axis("Tokens/s per user", "tokens_per_s_per_user", minimize=False, unit="tok/s/user"),
+        Axis("Tokens/s per GPU", "tokens_per_s_per_gpu", minimize=False, unit="tok/s/GPU"),
     ),
 }
 
@@ -77,6 +79,16 @@ def _hover(point: TrialPoint) -> str:
     lines = [point.label, "feasible" if point.feasible else "infeasible"]
     lines += list(point.violations)
     return "<br>".join(lines)
+
+
+def _short(value: float) -> str:
+    return f"{value:.3g}" if abs(value) < 1000 else f"{value:,.0f}"
+
+
+def point_label(point: TrialPoint, vx: float, vy: float, x: Axis, y: Axis) -> str:
+    """What is written beside a marker: "#2 14 req/s, 82.9 ms" ("base" for trial 0)."""
+    name = "base" if point.index == 0 else f"#{point.index}"
+    return f"{name} {_short(vx)} {x.unit}, {_short(vy)} {y.unit}".replace("  ", " ")
 
 
 def plotted(
@@ -135,6 +147,17 @@ def pareto_figure(points: Sequence[TrialPoint], panel: str) -> go.Figure:
             hoverinfo="skip",
         )
     )
+    # Every point labelled with its values, so a screenshot or a print says what each one is
+    # without hovering.
+    for point, vx, vy in rows:
+        fig.add_annotation(
+            x=vx,
+            y=vy,
+            text=point_label(point, vx, vy, x, y),
+            showarrow=False,
+            yshift=14,
+            font={"size": 10, "color": "#333" if point.feasible else "#9aa1ab"},
+        )
     fig.update_xaxes(title_text=x.title, rangemode="tozero")
     fig.update_yaxes(title_text=y.title, rangemode="tozero")
     fig.update_layout(title={"text": title, "font": {"size": 14}}, height=380, **LAYOUT)

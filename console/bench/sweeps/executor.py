@@ -18,9 +18,10 @@ runs are marked failed). Cancel is read between steps, while waiting, and during
 
 The end, whatever the reason (all trials done, cancel, failure): the node's desired version
 of the swept kind goes back to the base, the executor waits until the node reports it applied
-(and healthy), sets `restored`, chooses the best feasible trial, and only then writes the final
-status. The reason is written first (status_reason, while still running), so a worker that
-dies while restoring leaves a sweep the next one ends the same way.
+(and healthy), sets `restored`, chooses the best trial (best_of: only a trial whose decision
+against the base is "better"), and only then writes the final status. The reason is written
+first (status_reason, while still running), so a worker that dies while restoring leaves a
+sweep the next one ends the same way.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from console.audit.choices import Action
 from console.audit.services import record
 from console.bench import execution
 from console.bench.repeats import request_cancel_series
-from console.bench.sweeps import planner, scoring, trials
+from console.bench.sweeps import planner, trials
 from console.bench.sweeps.choices import ACTIVE, FINISHED, SweepKind, SweepStatus, TrialStatus
 from console.bench.sweeps.models import Sweep, SweepTrial
 from console.fleet.models import Node
@@ -370,8 +371,8 @@ class Executor:
 
     def finish(self, sweep: Sweep, status: str, reason: str, *, restored: bool) -> None:
         outcomes = trials.outcomes(sweep)
-        best = scoring.best_index([o for _, o in outcomes])
-        best_trial = outcomes[best][0] if best is not None else None
+        best_trial, result = trials.best_of(outcomes)
+        reason = f"{reason}; {result}" if result and result not in reason else reason
         done = len(outcomes)
         with transaction.atomic():
             ended = Sweep.objects.filter(pk=sweep.pk, status__in=ACTIVE).update(

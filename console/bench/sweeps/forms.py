@@ -18,6 +18,7 @@ from console.bench.choices import Preset
 from console.bench.forms import WorkloadFields
 from console.bench.presets import PRESETS
 from console.bench.sweeps.choices import Objective, SweepKind, SweepMode
+from console.bench.sweeps.inputs import DEFAULT_REPEATS
 from console.bench.sweeps.spec import FIXED_ARGS
 from console.fleet.models import Node
 from console.tuning.models import LaunchProfileVersion, TierConfigVersion
@@ -201,7 +202,11 @@ class SweepForm(WorkloadFields):
         label="Workload",
     )
     repeats = forms.IntegerField(
-        min_value=1, max_value=10, initial=1, help_text="Benchmark runs per trial (1-10)."
+        min_value=1,
+        max_value=10,
+        initial=DEFAULT_REPEATS,
+        help_text="Benchmark runs per trial (1-10; 3 or more let a trial be decided better "
+        "than the base).",
     )
     min_throughput_rps = forms.FloatField(
         required=False, min_value=0, label="Throughput floor (req/s)"

@@ -18,6 +18,9 @@ from console.fleet.models import Endpoint, Node
 from loadgen.stats import NO_TIER
 
 MAX_REPEATS = 10
+# Runs per trial when none is given: with one run a side a decision against the base cannot
+# see run-to-run noise (decisions.py assumes it, and rarely decides).
+DEFAULT_REPEATS = 3
 ONLINE = "online"
 
 
@@ -86,7 +89,7 @@ def endpoint_of(node: Node, value: Any) -> Endpoint:
 
 def repeats_of(value: Any) -> int:
     if value is None:
-        return 1
+        return DEFAULT_REPEATS
     if isinstance(value, bool) or not isinstance(value, int):
         raise SweepError("repeats", "must be an integer")
     if not 1 <= value <= MAX_REPEATS:

@@ -189,6 +189,9 @@ class SweepTrial(models.Model):
     feasible = models.BooleanField(null=True, blank=True)
     violations = models.JSONField(default=list, blank=True)
     objective_value = models.FloatField(null=True, blank=True)
+    # The decision against the base trial (decisions.Decision.as_dict; {} for the base, or
+    # when the base measured nothing): a trial is the best only when it reads "better".
+    decision = models.JSONField(default=dict, blank=True)
     apply_s = models.FloatField(null=True, blank=True)
     bench_s = models.FloatField(null=True, blank=True)
     error = models.TextField(blank=True)

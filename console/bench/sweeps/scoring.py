@@ -7,17 +7,19 @@ objective value, the Pareto front of a set of trials and the best feasible one.
     objective_value(metrics, objective) -> float | None      # lower is better
     pareto_front(points, minimize) -> [index, ...]
     best_index(outcomes) -> index | None
+    winner_index(outcomes, better) -> index | None   # only among trials decided "better"
 
 Metrics (means over the repeats): throughput_rps, output_tokens_per_s, tokens_per_s_per_user
-(decode speed: output tokens / (e2e - TTFT), mean over requests, as vLLM plots it),
-tokens_per_s_per_gpu (output tokens/s / the node's GPUs), error_rate, ttft_p99_ms and
-ttft_p50_ms per tier ("overall" too), requests (summed) and repeats.
+(decode speed per request, (output tokens - 1) / (e2e - TTFT) = 1/TPOT, the median over a
+run's requests: docs/metrics.md, "Per-request rates"), tokens_per_s_per_gpu (output tokens/s
+over the node's GPUs), error_rate (errors and shed), ttft_p99_ms and ttft_p50_ms per tier
+("overall" too), requests (summed) and repeats.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from statistics import fmean
+from statistics import fmean, median
 from typing import Any
 
 from console.bench.sweeps.choices import Objective
@@ -33,14 +35,18 @@ def _mean(values: Iterable[float | None]) -> float | None:
 
 
 def decode_speed(samples: Iterable[tuple[int | None, float | None, float | None]]) -> float | None:
-    """Mean over requests of output tokens / (e2e - TTFT), from (output_tokens, ttft, e2e)
-    triples in seconds; requests without a decode phase are left out."""
+    """Tokens/s per user: the median over requests of (output tokens - 1) / (e2e - TTFT), from
+    (output_tokens, ttft, e2e) triples in seconds: each request's 1/TPOT, the tokens after
+    the first over the time they took (vLLM's `bench serve`, GuideLLM). Requests of one token
+    have no decode phase and are left out. A median, not a mean: a request whose chunks
+    arrived together has a decode time near zero and a rate in the tens of thousands, which
+    would dominate a mean (docs/metrics.md)."""
     speeds = [
-        tokens / (e2e - ttft)
+        (tokens - 1) / (e2e - ttft)
         for tokens, ttft, e2e in samples
-        if tokens and ttft is not None and e2e is not None and e2e > ttft
+        if tokens and tokens > 1 and ttft is not None and e2e is not None and e2e > ttft
     ]
-    return fmean(speeds) if speeds else None
+    return median(speeds) if speeds else None
 
 
 def _tiers(summary: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
@@ -67,12 +73,20 @@ def trial_metrics(
         "output_tokens_per_s": output_tps,
         "tokens_per_s_per_user": _mean(user_speeds or []),
         "tokens_per_s_per_gpu": None if output_tps is None else output_tps / max(gpu_count, 1),
-        "error_rate": _mean(o.get("error_rate") for o in overall),
+        "error_rate": _mean(_unserved_rate(o) for o in overall),
         "ttft_p99_ms": {t: _ttft_ms(run_summaries, t, "p99") for t in tiers},
         "ttft_p50_ms": {t: _ttft_ms(run_summaries, t, "p50") for t in tiers},
         "requests": sum(int(o.get("count") or 0) for o in overall),
         "repeats": len(run_summaries),
     }
+
+
+def _unserved_rate(overall: Mapping[str, Any]) -> float | None:
+    """The share of requests not served: errors and, since loadgen counts them apart, those
+    the gateway shed for overload (loadgen/stats.py, `is_shed`). A trial that sheds is not
+    error-free to a sweep's max_error_rate."""
+    rate = overall.get("error_rate")
+    return None if rate is None else float(rate) + float(overall.get("shed_rate") or 0.0)
 
 
 def _fmt(value: float) -> str:
@@ -140,3 +154,12 @@ def best_index(outcomes: Sequence[TrialOutcome]) -> int | None:
         if o.feasible and o.objective_value is not None
     ]
     return min(candidates)[1] if candidates else None
+
+
+def winner_index(outcomes: Sequence[TrialOutcome], better: Sequence[bool]) -> int | None:
+    """The best feasible outcome among those whose decision against the base is "better"
+    (`better[i]`, decisions.py); None: no trial beats the base, whatever their objective
+    values say (a lower figure inside the noise is not a win)."""
+    chosen = [i for i, (o, b) in enumerate(zip(outcomes, better, strict=True)) if b]
+    best = best_index([outcomes[i] for i in chosen])
+    return None if best is None else chosen[best]

@@ -21,6 +21,7 @@ from django.utils import timezone
 from console.audit.choices import Action
 from console.audit.services import record
 from console.bench import services as bench_services
+from console.bench.choices import Verdict
 from console.bench.sweeps.choices import ACTIVE, FINISHED, SweepKind, SweepStatus, TrialStatus
 from console.bench.sweeps.guards import active_sweep_of
 from console.bench.sweeps.inputs import (
@@ -43,6 +44,7 @@ from console.tuning.rollouts import services as rollout_services
 from console.tuning.rollouts.choices import NodeSelection, StaleTargets
 from console.tuning.rollouts.models import Rollout
 from console.tuning.rollouts.targets import RolloutError
+from console.tuning.vllm_args import ArgsError
 
 __all__ = ["SweepError", "adopt_trial", "cancel_sweep", "create_sweep"]
 
@@ -83,6 +85,18 @@ def _check_node_free(node: Node) -> None:
         raise SweepError("node", reason)
 
 
+def _check_on_engine(spec: SweepSpec, base: Mapping[str, Any], node: Node) -> None:
+    """Each value of a launch-profile sweep as the node's engine parses it: the check every
+    launch profile takes before it is stored (tuning.services.check_launch_args), here before
+    the sweep is, so a value the engine refuses is named now rather than failing its trial."""
+    for i, variable in enumerate(spec.variables):
+        for j, value in enumerate(variable.values):
+            try:
+                tuning_services.check_launch_args({**base, variable.path: value}, nodes=[node])
+            except ArgsError as exc:
+                raise SweepError(f"variables[{i}].values[{j}]", exc.errors[0].message) from None
+
+
 def create_sweep(data: Mapping[str, Any], user: Any, request: HttpRequest | None = None) -> Sweep:
     """Validate everything (the spec, every value applied to the base, the workload), then
     store the sweep with its base trial (index 0) and queue it once that is committed."""
@@ -96,6 +110,8 @@ def create_sweep(data: Mapping[str, Any], user: Any, request: HttpRequest | None
         check_values(spec, base, default_max_in_flight=default_max_in_flight(launch_profile))
     except SpecError as exc:
         raise SweepError(exc.field, exc.message) from None
+    if spec.kind != SweepKind.TIER_CONFIG:
+        _check_on_engine(spec, base, node)
     endpoint = endpoint_of(node, data.get("endpoint"))
     model = str(data.get("model") or "") or bench_services.default_model(endpoint)
     if not model:
@@ -206,16 +222,40 @@ def check_adoptable(sweep: Sweep, trial: SweepTrial) -> None:
         raise SweepError("trial", f"trial {trial.index} is not feasible: {broken}")
 
 
+def undecided(trial: SweepTrial) -> str:
+    """Why adopting the trial is a guess ("" when its decision against the base is "better")."""
+    decision = trial.decision or {}
+    if decision.get("outcome") == Verdict.BETTER:
+        return ""
+    said = decision.get("headline") or "none recorded"
+    return f"trial {trial.index} is not shown better than the base (decision: {said})"
+
+
 def adopt_trial(
-    sweep: Sweep, trial: SweepTrial, user: Any, request: HttpRequest | None = None
+    sweep: Sweep,
+    trial: SweepTrial,
+    user: Any,
+    request: HttpRequest | None = None,
+    *,
+    confirm_undecided: bool = False,
 ) -> Rollout:
     """The trial's document as the next version under the base's name (its message cites the
     sweep and trial), and a rollout of it to the sweep's node with the SLO guard on. One
-    transaction: refused anywhere, nothing is written."""
+    transaction: refused anywhere, nothing is written. A trial whose decision against the
+    base is not "better" is adopted only with `confirm_undecided`."""
     message = f"adopted from sweep #{sweep.pk} trial {trial.index}: {trial.values_label}"
     with transaction.atomic():
         sweep = Sweep.objects.select_for_update().get(pk=sweep.pk)
         check_adoptable(sweep, trial)
+        guess = undecided(trial)
+        if guess and not confirm_undecided:
+            raise SweepError(
+                "confirm_undecided",
+                f"{guess}: adopting it is a guess. Send confirm_undecided: true to adopt it "
+                "anyway.",
+            )
+        if guess:
+            message = f"{message} (confirmed though undecided)"
         base = sweep.base_version
         try:
             if sweep.kind == SweepKind.TIER_CONFIG:
@@ -225,6 +265,7 @@ def adopt_trial(
                     message=message,
                     user=user,
                     request=request,
+                    parent=base,
                 )
                 targets = {"tier_config": version}
             else:
@@ -234,6 +275,8 @@ def adopt_trial(
                     message=message,
                     user=user,
                     request=request,
+                    parent=base,
+                    engines=[sweep.node],
                 )
                 targets = {"launch_profile": version}
             rollout = rollout_services.create_rollout(

@@ -2,7 +2,7 @@
 
     parse_spec(data) -> SweepSpec            # raises SpecError(field, message)
     apply_values(kind, base_document, values) -> document   # raises SpecError
-    check_values(spec, base_document) -> None # every value applied to the base, at creation
+    check_values(spec, base_document) -> None # every path and value against the base, at creation
 
 A variable's `path` is, for a tier config, the dotted path of scheduler's diff
 ("scheduler.queues.online.max_waiting_time_ms"); for a launch profile, the snake_case argument
@@ -22,6 +22,7 @@ from typing import Any
 from console.bench.sweeps.choices import Objective, SweepKind, SweepMode
 from console.tuning.vllm_args import FIELD_NAMES, ArgsError, validate_args
 from scheduler import ConfigError, parse_config
+from scheduler.config import effective_dict
 
 MAX_VALUES = 12  # per variable
 MAX_TRIALS = 24  # besides the base, in any mode
@@ -245,15 +246,56 @@ def apply_values(
     return document
 
 
+def _leaves(document: Mapping[str, Any], prefix: str = "") -> list[str]:
+    out: list[str] = []
+    for key, value in document.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, Mapping) and value:
+            out.extend(_leaves(value, f"{path}."))
+        else:
+            out.append(path)
+    return out
+
+
+def unknown_path(kind: str, path: str, base_document: Mapping[str, Any]) -> str | None:
+    """Why a tier-config path names no field of the base (every field it could set, defaults
+    included), with the fields there are where the path stops matching; None when it names one
+    (or the base itself does not parse: its values' check then says why)."""
+    if kind != SweepKind.TIER_CONFIG:
+        return None  # launch arguments are checked by name in parse_spec
+    try:
+        leaves = _leaves(effective_dict(parse_config(base_document)))
+    except ConfigError:
+        return None
+    if path in leaves:
+        return None
+    parts = path.split(".")
+    for depth in range(len(parts) - 1, 0, -1):
+        stem = ".".join(parts[:depth])
+        below = {
+            leaf[len(stem) + 1 :].split(".")[0] for leaf in leaves if leaf.startswith(stem + ".")
+        }
+        if below:
+            return (
+                f"{path} is not a field of the base version; {stem} has: {', '.join(sorted(below))}"
+            )
+    return f"{path} is not a field of the base version"
+
+
 def check_values(
     spec: SweepSpec, base_document: Mapping[str, Any], *, default_max_in_flight: int | None = None
 ) -> None:
-    """Refuse at creation a value its trial would fail on: each value on top of the base (and,
-    in a grid, every combination), naming `variables[i].values[j]`."""
+    """Refuse at creation a path that names no field of the base (`variables[i].path`), and a
+    value its trial would fail on: each value on top of the base (and, in a grid, every
+    combination), naming `variables[i].values[j]`."""
 
     def apply(values: Mapping[str, Any]) -> None:
         apply_values(spec.kind, base_document, values, default_max_in_flight=default_max_in_flight)
 
+    for i, variable in enumerate(spec.variables):
+        problem = unknown_path(spec.kind, variable.path, base_document)
+        if problem:
+            raise SpecError(f"variables[{i}].path", problem)
     for i, variable in enumerate(spec.variables):
         for j, value in enumerate(variable.values):
             try:

@@ -3,11 +3,13 @@ its score. Each step is written to the trial's row before the next, so a resumed
 knows how far the last one got (console/bench/sweeps/executor.py).
 
     outcomes(sweep) -> [(trial, TrialOutcome)]       # the finished trials, by index
+    best_of(outcomes) -> (trial | None, result)      # the best: only one decided "better"
     new_trial(sweep, values) -> SweepTrial           # the planner's next assignment, stored
     version_of(sweep, trial) -> the version it runs  # made (and stored) on first use
     new_series(sweep, trial) -> RunSeries            # its `repeats` pending benchmark runs
     discard_series(trial, reason)                    # a dead worker's runs, before a re-run
-    score(sweep, trial, series) -> fields            # metrics, feasibility, objective
+    score(sweep, series) -> fields                   # metrics, feasibility, objective, and
+                                                     # the decision against the base
 
 A trial's benchmarks are ordinary runs (bench/services.create_run) in a RunSeries, executed
 here one after another by bench/execution: each with its config snapshot and its prefix-cache
@@ -22,8 +24,8 @@ from django.db import IntegrityError, transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from console.bench import lifecycle, services
-from console.bench.choices import RunStatus, Side
+from console.bench import lifecycle, services, sides
+from console.bench.choices import RunStatus, Side, Verdict
 from console.bench.models import BenchmarkRun, RequestSample, RunSeries
 from console.bench.sweeps import scoring
 from console.bench.sweeps.choices import SweepKind, TrialStatus
@@ -51,6 +53,23 @@ def outcomes(sweep: Sweep) -> list[tuple[SweepTrial, TrialOutcome]]:
     return [(t, outcome_of(t)) for t in trials]
 
 
+def best_of(outcomes: list[tuple[SweepTrial, TrialOutcome]]) -> tuple[SweepTrial | None, str]:
+    """The best trial and what the sweep's result says: the best feasible trial among those
+    whose decision against the base reads "better" (score); without one, the base
+    (when it was measured and feasible): "no trial beats the base"."""
+    if not outcomes:
+        return None, ""
+    better = [
+        (t.decision or {}).get("outcome") == Verdict.BETTER and not t.is_base for t, _ in outcomes
+    ]
+    win = scoring.winner_index([o for _, o in outcomes], better)
+    if win is not None:
+        trial = outcomes[win][0]
+        return trial, f"trial {trial.index} beats the base ({trial.values_label})"
+    base = next((t for t, o in outcomes if t.is_base and o.feasible), None)
+    return base, "no trial beats the base"
+
+
 def base_document(sweep: Sweep) -> dict[str, Any]:
     return document_of(sweep.kind, sweep.base_tier_config, sweep.base_launch_profile)
 
@@ -74,8 +93,12 @@ def new_trial(sweep: Sweep, values: dict[str, Any]) -> SweepTrial | None:
         return None
 
 
-def version_name(sweep: Sweep) -> str:
-    return f"sweep{sweep.pk}-{sweep.base_version.name}"[:VERSION_NAME_MAX]
+def version_name(sweep: Sweep, trial: SweepTrial) -> str:
+    """A name of its own per trial, `default-sweep1-trial2` (its one version: v1), so a trial's
+    version reads as the sweep's and is not taken for a version of the base's name; the base's
+    name is cut first when the whole is too long for a name."""
+    suffix = f"-sweep{sweep.pk}-trial{trial.index}"
+    return sweep.base_version.name[: VERSION_NAME_MAX - len(suffix)] + suffix
 
 
 def version_message(sweep: Sweep, trial: SweepTrial) -> str:
@@ -94,17 +117,20 @@ def version_of(sweep: Sweep, trial: SweepTrial) -> Any:
             version = sweep.base_version
         elif sweep.kind == SweepKind.TIER_CONFIG:
             version = tuning_services.create_tier_config(
-                name=version_name(sweep),
+                name=version_name(sweep, trial),
                 config=trial.document,
                 message=version_message(sweep, trial),
                 user=sweep.created_by,
+                parent=sweep.base_version,
             )
         else:
             version = tuning_services.create_launch_profile(
-                name=version_name(sweep),
+                name=version_name(sweep, trial),
                 args=trial.document,
                 message=version_message(sweep, trial),
                 user=sweep.created_by,
+                parent=sweep.base_version,
+                engines=[sweep.node],  # the engine it runs on
             )
         SweepTrial.objects.filter(pk=trial.pk).update(**{field: version})
         setattr(trial, field, version)
@@ -158,6 +184,20 @@ def _gpu_count(run: BenchmarkRun) -> int:
     return max(int(count), 1)
 
 
+def decision_against_base(sweep: Sweep, base_series_id: int, series_id: int) -> dict[str, Any]:
+    """The trial's decision against the base trial (decisions.py), by the sweep's objective
+    and its per-tier TTFT P99 caps as the SLOs; {} when either measured nothing."""
+    found = sides.resolve_all({"a": f"s{base_series_id}", "b": f"s{series_id}"})
+    if not (found["a"].runs and found["b"].runs):
+        return {}
+    caps = (sweep.constraints or {}).get("max_ttft_p99_ms") or {}
+    slos = {tier: float(ms) / 1000 for tier, ms in caps.items()}
+    decision: dict[str, Any] = sides.compare_sides(
+        found["a"], found["b"], objective=sweep.objective, slos=slos
+    )["decision"]
+    return decision
+
+
 def _decode_speed(run: BenchmarkRun) -> float | None:
     rows = RequestSample.objects.filter(run=run, warmup=False, status=200, error="")
     return scoring.decode_speed(rows.values_list("output_tokens", "ttft", "e2e"))
@@ -185,10 +225,14 @@ def score(sweep: Sweep, series: RunSeries) -> dict[str, Any]:
             if run.status == RunStatus.FAILED:
                 violations.append(f"benchmark #{run.pk} failed: {run.status_reason}"[:300])
                 feasible = False
+    base = sweep.trials.filter(index=0).values_list("series_id", flat=True).first()
     return {
         "status": TrialStatus.SUCCEEDED,
         "metrics": metrics,
         "feasible": feasible,
         "violations": violations,
         "objective_value": scoring.objective_value(metrics, spec.objective),
+        "decision": (
+            decision_against_base(sweep, base, series.pk) if base and base != series.pk else {}
+        ),
     }

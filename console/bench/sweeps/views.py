@@ -181,8 +181,10 @@ def _trial_rows(sweep: Sweep, trials: list[SweepTrial]) -> dict[str, Any]:
                 "runs": runs.get(trial.series_id or 0, []),
                 "ttft": [ttft.get(tier) for tier in tiers],
                 "short": short_values(trial.values or {}),
-                "best": trial.pk == sweep.best_trial_id,
+                "best": trial.pk == sweep.best_trial_id and not trial.is_base,
                 "adoptable": adoptable(sweep, trial),
+                "decision": trial.decision or {},
+                "undecided": services.undecided(trial) if not trial.is_base else "",
                 "compare_base": (
                     f"a=s{base.series_id}&b=s{trial.series_id}"
                     if base is not None and base.series_id and trial.series_id and trial != base
@@ -190,7 +192,10 @@ def _trial_rows(sweep: Sweep, trials: list[SweepTrial]) -> dict[str, Any]:
                 ),
             }
         )
-    return {"rows": rows, "tiers": tiers, "base": base}
+    no_winner = sweep.is_finished and (
+        sweep.best_trial_id is None or sweep.best_trial_id == (base.pk if base else None)
+    )
+    return {"rows": rows, "tiers": tiers, "base": base, "no_winner": no_winner}
 
 
 def adoptable(sweep: Sweep, trial: SweepTrial) -> bool:
@@ -231,8 +236,8 @@ def _points(rows: list[dict[str, Any]]) -> list[charts.TrialPoint]:
 
 
 def best_verdict(base: SweepTrial | None, best: SweepTrial | None) -> dict[str, Any] | None:
-    """The best trial against the base, by the compare page's machinery (intervals over the
-    repeats; provisional with one run a side)."""
+    """The best trial against the base, by the compare page's machinery: the decision by the
+    sweep's objective and TTFT caps, then every metric's verdict."""
     if base is None or best is None or best.pk == base.pk:
         return None
     if not (base.series_id and best.series_id):
@@ -241,7 +246,13 @@ def best_verdict(base: SweepTrial | None, best: SweepTrial | None) -> dict[str, 
     found = sides.resolve_all(refs)
     if not (found["a"].runs and found["b"].runs):
         return None
-    comparison = sides.compare_sides(found["a"], found["b"])
+    caps = (best.sweep.constraints or {}).get("max_ttft_p99_ms") or {}
+    comparison = sides.compare_sides(
+        found["a"],
+        found["b"],
+        objective=best.sweep.objective,
+        slos={tier: float(ms) / 1000 for tier, ms in caps.items()},
+    )
     return {
         "comparison": comparison,
         "tiers": sorted(comparison["tiers"].items(), key=lambda kv: tier_sort_key(kv[0])),
@@ -296,7 +307,14 @@ def sweep_adopt(request: HttpRequest, pk: int) -> HttpResponse:
         messages.error(request, "trial: choose a trial of this sweep to adopt.")
         return redirect("bench:sweep-detail", pk=pk)
     try:
-        rollout = services.adopt_trial(sweep, trial, request.user, request)
+        rollout = services.adopt_trial(
+            sweep,
+            trial,
+            request.user,
+            request,
+            # The page's confirmation said so when the trial is undecided (_sweep_live.html).
+            confirm_undecided=request.POST.get("confirm_undecided") == "1",
+        )
     except services.SweepError as exc:
         messages.error(request, f"{exc.field}: {exc.message}" if exc.field else exc.message)
         return redirect("bench:sweep-detail", pk=pk)

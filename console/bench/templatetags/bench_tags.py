@@ -52,3 +52,34 @@ def as_json(value: Any) -> str:
     """A stored document as indented JSON, the form operators paste and diff (not Python's
     dict text)."""
     return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+
+
+@register.filter
+def outcome_class(outcome: Any) -> str:
+    """The badge class of a decision's outcome (app.css: better green, worse red, mixed
+    amber; "no clear change" and "not enough data" plain)."""
+    return {"better": "better", "worse": "worse", "mixed": "warn"}.get(str(outcome), "")
+
+
+@register.filter
+def change_pct(estimate: Any) -> str:
+    """A decision figure's change: "+12%" (ratios) or "+1.5 pts" (rates); an em dash when
+    unknown."""
+    change = estimate.get("change") if isinstance(estimate, dict) else None
+    if change is None:
+        return "—"
+    if estimate.get("kind") == "rate":
+        return f"{change * 100:+.1f} pts"
+    return f"{change * 100:+,.1f}%"
+
+
+@register.filter
+def figure_value(value: Any, unit: str) -> str:
+    """A decision figure's value in its unit (seconds shown as ms, shares as %)."""
+    if value is None:
+        return "—"
+    if unit == "ms":
+        return f"{float(value) * 1000:,.1f} ms"
+    if unit == "%":
+        return f"{float(value) * 100:.2f}%"
+    return f"{float(value):,.2f} {unit}"

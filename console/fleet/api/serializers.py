@@ -255,6 +255,11 @@ class GatewayKeySerializer(_AuditContext, serializers.ModelSerializer):
         slug_field="username", read_only=True
     )
     is_active = serializers.BooleanField(read_only=True)
+    masked = serializers.CharField(
+        read_only=True,
+        help_text="The key as every page shows it (an endpoint's api_key_masked alike): "
+        "vendor prefix ... last four",
+    )
     # Set by create: the new key in plaintext, for the one reply that shows it.
     one_time_key: str
 
@@ -266,6 +271,7 @@ class GatewayKeySerializer(_AuditContext, serializers.ModelSerializer):
             "display",
             "name",
             "prefix",
+            "masked",
             "tiers",
             "default_tier",
             "all_nodes",

@@ -30,6 +30,7 @@ from console.fleet.api.serializers import (
     NodeSerializer,
     NodeTokenSerializer,
 )
+from console.fleet.endpoint_models import keep_found_models
 from console.fleet.envfile import render_env
 from console.fleet.models import Endpoint, GatewayKey, Node
 from console.fleet.schemas import MAX_BODY_BYTES, HeartbeatIn, HeartbeatOut, error_fields
@@ -74,9 +75,13 @@ class EndpointViewSet(viewsets.ModelViewSet):
     @action(detail=True, methods=["post"], required_role=OPERATOR)
     def doctor(self, request: Request, pk: str | None = None) -> Response:
         """Test the connection: base URL with and without /v1, model list, one-token chat
-        completions streamed and not; each failed step carries a plain-language fix."""
+        completions streamed and not; each failed step carries a plain-language fix. The
+        models it finds are kept as the endpoint's `models`."""
         endpoint = self.get_object()
-        steps = probes.run_doctor(endpoint.base_url, endpoint.get_api_key(), endpoint.default_model)
+        steps, found = probes.diagnose(
+            endpoint.base_url, endpoint.get_api_key(), endpoint.default_model
+        )
+        keep_found_models(endpoint, found, request.user, request)
         return Response({"ok": all(s.ok for s in steps), "steps": [s.as_dict() for s in steps]})
 
     @extend_schema(responses=EnvExportSerializer)

@@ -14,6 +14,8 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from console.core.roles import ADMIN, OPERATOR, VIEWER, has_role, require_role
 from console.fleet import probes, services
+from console.fleet.doctor import plural
+from console.fleet.endpoint_models import keep_found_models
 from console.fleet.envfile import EnvError, render_env
 from console.fleet.forms import EndpointForm, EnvImportForm
 from console.fleet.models import Endpoint, base_url_hint
@@ -104,7 +106,11 @@ def endpoint_delete(request: HttpRequest, pk: int) -> HttpResponse:
 def endpoint_doctor(request: HttpRequest, pk: int) -> HttpResponse:
     require_role(request, OPERATOR)
     endpoint = get_object_or_404(Endpoint.objects.select_related("node"), pk=pk)
-    steps = probes.run_doctor(endpoint.base_url, endpoint.get_api_key(), endpoint.default_model)
+    steps, found = probes.diagnose(
+        endpoint.base_url, endpoint.get_api_key(), endpoint.default_model
+    )
+    # What the test found is kept: the playground and benchmarks offer these models.
+    endpoint = keep_found_models(endpoint, found, request.user, request)
     return _detail(request, endpoint, [s.as_dict() for s in steps])
 
 
@@ -118,7 +124,7 @@ def endpoint_fetch_models(request: HttpRequest, pk: int) -> HttpResponse:
     except probes.FetchError as exc:
         return _detail(request, endpoint, [exc.step.as_dict()])
     services.set_endpoint_models(endpoint, ids, request.user, request)
-    messages.success(request, f"{len(ids)} models fetched.")
+    messages.success(request, f"{plural(len(ids), 'model')} fetched.")
     return redirect("fleet:endpoint-detail", pk=endpoint.pk)
 
 

@@ -40,7 +40,33 @@
       }
     };
   }
+  // The form: each side's model box suggests the chosen endpoint's models (a <datalist>) and
+  // shows its default model as the placeholder.
+  function offerModels(known, side) {
+    var select = document.getElementById("id_endpoint_" + side);
+    var box = document.getElementById("id_model_" + side);
+    var list = document.getElementById("models-" + side);
+    if (!select || !box || !list) { return; }
+    function refill() {
+      var entry = known[select.value] || {models: [], "default": ""};
+      list.textContent = "";
+      entry.models.forEach(function (m) {
+        var opt = document.createElement("option"); opt.value = m; list.appendChild(opt);
+      });
+      if (entry.models.length === 0 && entry["default"]) {
+        var only = document.createElement("option"); only.value = entry["default"]; list.appendChild(only);
+      }
+      box.placeholder = entry["default"] ? entry["default"] + " (default)" : "no model known: name one";
+    }
+    select.addEventListener("change", refill);
+    refill();
+  }
   document.addEventListener("DOMContentLoaded", function () {
     document.querySelectorAll("section.side[data-stream-url]").forEach(start);
+    var data = document.getElementById("endpoint-models");
+    if (data) {
+      var known = JSON.parse(data.textContent);
+      offerModels(known, "a"); offerModels(known, "b");
+    }
   });
 })();

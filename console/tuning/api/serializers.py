@@ -5,19 +5,37 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from console.core.fields import IdRelatedField
 from console.tuning import services
+from console.tuning.api.config_schema import TierConfigDocumentField
 from console.tuning.diffs import ADDED, CHANGED, REMOVED
 from console.tuning.models import LaunchProfileVersion, TierConfigVersion
-from console.tuning.vllm_args import ArgsError, args_to_dict, validate_args
+from console.tuning.vllm_args import ArgsError
 from scheduler import ConfigError, config_to_dict, parse_config
 
-_BASE_FIELDS = ["id", "url", "display", "name", "version", "message", "author", "created_at"]
+_BASE_FIELDS = [
+    "id",
+    "url",
+    "display",
+    "name",
+    "version",
+    "message",
+    "author",
+    "created_at",
+    "parent",
+]
+_PARENT_HELP = (
+    "Optional: the id of the version this one was made from (of the same kind); its diff is "
+    "shown against it. Default: none, and the diff is against the previous number."
+)
 _READ_ONLY = ["id", "url", "display", "version", "author", "created_at"]
 
 
 class _VersionSerializer(serializers.ModelSerializer):
     """Shared by both kinds: a version is created once and never updated."""
 
+    # Relations in request bodies follow the one id rule (console/core/fields.py): `parent`.
+    serializer_related_field = IdRelatedField
     display = serializers.CharField(source="label", read_only=True)
     author: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
         slug_field="username", read_only=True
@@ -27,17 +45,29 @@ class _VersionSerializer(serializers.ModelSerializer):
         request = self.context.get("request")
         return {"user": getattr(request, "user", None), "request": request}
 
+    def _create_kwargs(self, validated_data: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "name": validated_data["name"],
+            "message": validated_data.get("message", ""),
+            "parent": validated_data.get("parent"),
+            **self._context_user_request(),
+        }
+
 
 class TierConfigVersionSerializer(_VersionSerializer):
     url = serializers.HyperlinkedIdentityField(view_name="tierconfigversion-detail")
-    config = serializers.JSONField(
-        help_text="The tier config document (docs/architecture.md#tier-config)."
+    config = TierConfigDocumentField(
+        help_text="The tier config document (docs/architecture.md#tier-config; each field's "
+        "description is in the schema, and in docs/admission.md's reference table)."
     )
 
     class Meta:
         model = TierConfigVersion
         fields = [*_BASE_FIELDS, "config"]
         read_only_fields = _READ_ONLY
+        extra_kwargs = {
+            "parent": {"required": False, "allow_null": True, "help_text": _PARENT_HELP}
+        }
 
     def validate_config(self, value: Any) -> dict[str, Any]:
         try:
@@ -48,10 +78,7 @@ class TierConfigVersionSerializer(_VersionSerializer):
 
     def create(self, validated_data: dict[str, Any]) -> TierConfigVersion:
         return services.create_tier_config(
-            name=validated_data["name"],
-            config=validated_data["config"],
-            message=validated_data.get("message", ""),
-            **self._context_user_request(),
+            config=validated_data["config"], **self._create_kwargs(validated_data)
         )
 
 
@@ -67,10 +94,15 @@ class LaunchProfileVersionSerializer(_VersionSerializer):
         model = LaunchProfileVersion
         fields = [*_BASE_FIELDS, "args", "command", "argv"]
         read_only_fields = _READ_ONLY
+        extra_kwargs = {
+            "parent": {"required": False, "allow_null": True, "help_text": _PARENT_HELP}
+        }
 
     def validate_args(self, value: Any) -> dict[str, Any]:
+        # The one check every write path takes (services.check_launch_args): the built-in
+        # rules, then the engines' own parsers, so the API refuses what the form refuses.
         try:
-            return args_to_dict(validate_args(value))
+            return services.check_launch_args(value)
         except ArgsError as exc:
             raise serializers.ValidationError([str(err) for err in exc.errors]) from None
 
@@ -83,10 +115,7 @@ class LaunchProfileVersionSerializer(_VersionSerializer):
 
     def create(self, validated_data: dict[str, Any]) -> LaunchProfileVersion:
         return services.create_launch_profile(
-            name=validated_data["name"],
-            args=validated_data["args"],
-            message=validated_data.get("message", ""),
-            **self._context_user_request(),
+            args=validated_data["args"], **self._create_kwargs(validated_data)
         )
 
 

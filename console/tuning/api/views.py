@@ -35,7 +35,7 @@ _AGAINST = OpenApiParameter(
     "against",
     int,
     description="Id of the version to compare with (the older side); default: "
-    "the previous version of the same name.",
+    "the version it was made from (`parent`), else the previous version of the same name.",
 )
 
 
@@ -87,7 +87,7 @@ class _VersionViewSet(
         obj = self.get_object()
         raw = request.query_params.get("against")
         if raw in (None, ""):
-            against = obj.previous()
+            against = obj.base()
         else:
             against = get_object_or_404(self.model, pk=parse_id(raw, "against"))
         rows = obj.diff_from(against)
@@ -124,21 +124,27 @@ class LaunchProfileVersionViewSet(_VersionViewSet):
     model = LaunchProfileVersion
     serializer_class = LaunchProfileVersionSerializer
 
-    @extend_schema(request=AdoptFlagsSerializer, responses={201: LaunchProfileVersionSerializer})
+    @extend_schema(
+        request=AdoptFlagsSerializer,
+        responses={201: LaunchProfileVersionSerializer, 200: LaunchProfileVersionSerializer},
+    )
     @action(detail=False, methods=["post"])
     def adopt(self, request: Request) -> Response:
         """Save a node's running engine flags (as its agent reports them) as the next version of
-        a launch profile and make the node want it; the agent takes it without a restart."""
+        a launch profile and make the node want it; the agent takes it without a restart. When
+        the newest version of that name holds these very flags, none is made: 200 with it."""
         body = AdoptFlagsSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         node, name = body.validated_data["node"], body.validated_data["name"]
         try:
-            version = services.adopt_running_flags(node, name, user=request.user, request=request)
+            adoption = services.adopt_running_flags(node, name, user=request.user, request=request)
         except (ConfigError, ValueError) as exc:
             field = "node" if str(exc).startswith("node:") else "args"
             raise ValidationError({field: [str(exc)]}) from None
-        data = LaunchProfileVersionSerializer(version, context={"request": request}).data
-        return Response(data, status=status.HTTP_201_CREATED)
+        data = LaunchProfileVersionSerializer(adoption.version, context={"request": request}).data
+        # No identical version is made: 200 with the version that holds these flags already.
+        code = status.HTTP_201_CREATED if adoption.created else status.HTTP_200_OK
+        return Response(data, status=code)
 
     @extend_schema(
         responses={(200, "application/yaml"): OpenApiTypes.STR},

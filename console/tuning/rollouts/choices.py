@@ -15,6 +15,9 @@ class RolloutKind(models.TextChoices):
 class RolloutState(models.TextChoices):
     PENDING = "pending", "pending"
     RUNNING = "running", "running"
+    # The SLO guard could not judge a wave (too few requests, no probe possible or wanted):
+    # waiting for an operator to resume (the wave goes on unguarded) or abort (rolled back).
+    PAUSED = "paused", "paused"
     ROLLING_BACK = "rolling_back", "rolling back"
     SUCCEEDED = "succeeded", "succeeded"
     FAILED = "failed", "failed"
@@ -22,13 +25,25 @@ class RolloutState(models.TextChoices):
     ABORTED = "aborted", "aborted"
 
 
-ACTIVE_STATES = (RolloutState.PENDING, RolloutState.RUNNING, RolloutState.ROLLING_BACK)
+ACTIVE_STATES = (
+    RolloutState.PENDING,
+    RolloutState.RUNNING,
+    RolloutState.PAUSED,
+    RolloutState.ROLLING_BACK,
+)
 FINAL_STATES = (
     RolloutState.SUCCEEDED,
     RolloutState.FAILED,
     RolloutState.ROLLED_BACK,
     RolloutState.ABORTED,
 )
+
+
+class GuardWhenQuiet(models.TextChoices):
+    """What a guarded wave does when its own traffic is too thin for the SLO guard to judge."""
+
+    PROBE = "probe", "probe it with load of its own"
+    PAUSE = "pause", "pause and ask"
 
 
 class NodeState(models.TextChoices):

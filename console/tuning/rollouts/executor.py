@@ -32,16 +32,15 @@ from typing import Any
 
 from django.conf import settings
 from django.db import OperationalError, transaction
-from django.db.models import Q
+from django.db.models import F, Q
 from django.utils import timezone
 
 from console.audit.choices import Action
 from console.audit.services import record
 from console.fleet.desired import clear_desired
 from console.fleet.heartbeat import heartbeat_interval_s
-from console.fleet.models import Node, TelemetrySample
+from console.fleet.models import Node
 from console.fleet.services import set_desired
-from console.tuning.rollouts import guard
 from console.tuning.rollouts.choices import (
     ACTIVE_STATES,
     FINAL_STATES,
@@ -66,6 +65,7 @@ from console.tuning.rollouts.plan import (
     progress,
 )
 from console.tuning.rollouts.reverting import Reverting
+from console.tuning.rollouts.watching import Watching
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +86,7 @@ def new_owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}:{uuid.uuid4().hex[:8]}"
 
 
-class Executor(Reverting):
+class Executor(Watching, Reverting):
     def __init__(
         self,
         rollout_id: int,
@@ -123,6 +123,17 @@ class Executor(Reverting):
             and rollout.lease_until - self.now() > timedelta(seconds=left)
         )
 
+    def renew(self) -> bool:
+        """Keep the lease while a probe runs (called every half second or so); False when
+        it was lost, or an operator asked to abort: the probe then stops."""
+        held = Rollout.objects.filter(
+            pk=self.rollout_id, lease_owner=self.owner, state__in=ACTIVE_STATES
+        ).update(lease_until=self.now() + timedelta(seconds=lease_s()))
+        return (
+            bool(held)
+            and not Rollout.objects.filter(pk=self.rollout_id, abort_requested=True).exists()
+        )
+
     def release(self) -> None:
         Rollout.objects.filter(pk=self.rollout_id, lease_owner=self.owner).update(lease_until=None)
 
@@ -138,6 +149,8 @@ class Executor(Reverting):
                 rollout = Rollout.objects.get(pk=self.rollout_id)
                 if rollout.state in FINAL_STATES:
                     return rollout.state
+                if rollout.state == RolloutState.PAUSED and not rollout.abort_requested:
+                    return rollout.state  # the operator's turn: resume or abort enqueue it again
                 if not self._holds(rollout) and not self.claim():
                     log.warning("%s: lease lost to another worker", rollout)
                     return ""
@@ -178,12 +191,19 @@ class Executor(Reverting):
         parts = list(rollout.nodes.select_related("node").filter(wave=rollout.current_wave))
         if not parts:
             total = rollout.nodes.count()
+            covered = f"; {rollout.guard_coverage}" if rollout.guard_coverage else ""
             self.finish(
-                rollout, RolloutState.SUCCEEDED, f"all {total} node(s) applied and healthy", now
+                rollout,
+                RolloutState.SUCCEEDED,
+                f"all {total} node(s) applied and healthy{covered}",
+                now,
             )
             return
         pending = [p for p in parts if p.state == NodeState.PENDING]
         if pending:
+            if not self.probe_before_wave(rollout, parts):
+                return  # a probe stopped by an abort or a lost lease: the next poll sees which
+            now = self.now()
             self.apply_wave(rollout, pending, now)
             parts = list(rollout.nodes.select_related("node").filter(wave=rollout.current_wave))
             rollout.refresh_from_db()
@@ -319,11 +339,15 @@ class Executor(Reverting):
         soak, or a later wave's guard window), then judge the SLO guard and move on."""
         wave = rollout.current_wave
         window_s = rollout.observation_s(wave)
+        judged = 0  # requests the guard's verdict on this wave rested on
         if window_s > 0:
             what = "the SLO guard" if rollout.has_guard else "its health"
             if rollout.guard_since is None:
                 Rollout.objects.filter(pk=rollout.pk, guard_since=None).update(guard_since=now)
-                soak = "canary soaking" if rollout.is_canary_wave(wave) else "healthy"
+                # "Soaking" only where a soak was asked for; with none, the canary is watched
+                # for the guard window alone, like any wave.
+                soaking = rollout.is_canary_wave(wave) and bool(rollout.canary_soak_s)
+                soak = "canary soaking" if soaking else "healthy"
                 event(
                     rollout, f"wave {wave + 1} {soak}; watching {what} for {window_s:g} s", now=now
                 )
@@ -339,13 +363,23 @@ class Executor(Reverting):
             if (now - rollout.guard_since).total_seconds() < window_s:
                 return
             if rollout.has_guard:
-                result = self.evaluate_guard(rollout, parts, now, window_s)
-                if not result.ok:
+                result = self.judge_wave(rollout, parts, now, window_s)
+                if result is None:
+                    return  # its probe was stopped (an abort, a lost lease): next poll
+                now = self.now()
+                if result.failed:
+                    Rollout.objects.filter(pk=rollout.pk, state=RolloutState.RUNNING).update(
+                        guarded_requests=F("guarded_requests") + result.requests
+                    )
                     event(rollout, result.message, level=EventLevel.ERROR, now=now)
                     self.begin_revert(
                         rollout, RolloutState.ROLLED_BACK, f"wave {wave + 1}: {result.message}", now
                     )
                     return
+                if not result.passed:
+                    self.pause(rollout, result)
+                    return
+                judged = result.requests
                 event(rollout, f"wave {wave + 1}: {result.message}", now=now)
             else:
                 event(rollout, f"wave {wave + 1} stayed healthy for {window_s:g} s", now=now)
@@ -355,27 +389,7 @@ class Executor(Reverting):
             current_wave=wave + 1,
             wave_started_at=None,
             guard_since=None,
-        )
-
-    def evaluate_guard(
-        self, rollout: Rollout, parts: list[RolloutNode], now: datetime, window_s: float
-    ) -> guard.GuardResult:
-        ids = [p.node_id for p in parts]
-        window = timedelta(seconds=window_s)
-        started = rollout.wave_started_at or rollout.guard_since or now
-        samples = TelemetrySample.objects.filter(node_id__in=ids)
-        before = samples.filter(ts__gte=started - window, ts__lt=started).values_list(
-            "tiers", flat=True
-        )
-        after = samples.filter(ts__gte=rollout.guard_since, ts__lte=now).values_list(
-            "tiers", flat=True
-        )
-        return guard.evaluate(
-            guard.summarise(before, rollout.guard_tier),
-            guard.summarise(after, rollout.guard_tier),
-            max_ttft_p99_regression_pct=rollout.guard_max_ttft_p99_regression_pct,
-            max_error_rate=rollout.guard_max_error_rate,
-            tier=rollout.guard_tier,
+            guarded_requests=F("guarded_requests") + judged,
         )
 
     # -- end -------------------------------------------------------------------------------

@@ -11,8 +11,8 @@ from django.db.models import Count
 from console.fleet.choices import NodeStatus
 from console.fleet.models import Node
 from console.tuning.models import LaunchProfileVersion, TierConfigVersion
-from console.tuning.rollouts import services
-from console.tuning.rollouts.choices import NodeSelection, StaleTargets
+from console.tuning.rollouts import probe, services
+from console.tuning.rollouts.choices import GuardWhenQuiet, NodeSelection, StaleTargets
 
 
 class _VersionChoice(forms.ModelChoiceField):
@@ -127,10 +127,32 @@ class RolloutForm(forms.Form):
         label="SLO guard: tier",
         help_text="Empty: the most urgent tier of the tier config rolled out.",
     )
+    guard_when_quiet = forms.ChoiceField(
+        choices=GuardWhenQuiet.choices,
+        initial=GuardWhenQuiet.PROBE,
+        required=False,
+        label="SLO guard: when a wave is too quiet to judge",
+        help_text="Probe: send it a short load of its own (through its gateway) and judge "
+        "that; pause: stop and ask you. Never passed unseen.",
+    )
+    guard_probe_s = forms.FloatField(
+        min_value=probe.MIN_PROBE_S,
+        max_value=probe.MAX_PROBE_S,
+        required=False,
+        initial=services.DEFAULT_GUARD_PROBE_S,
+        label="SLO guard: probe length (s)",
+    )
     message = forms.CharField(required=False, max_length=500, label="Why")
 
     def clean_guard_tier(self) -> str | None:
         return self.cleaned_data["guard_tier"] or None  # None: services.guard_tier_of
+
+    def clean_guard_when_quiet(self) -> str:
+        return str(self.cleaned_data["guard_when_quiet"] or GuardWhenQuiet.PROBE)
+
+    def clean_guard_probe_s(self) -> float:
+        value = self.cleaned_data["guard_probe_s"]
+        return services.DEFAULT_GUARD_PROBE_S if value is None else float(value)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

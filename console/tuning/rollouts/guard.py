@@ -1,23 +1,29 @@
-"""The SLO guard (pure): compare a wave's heartbeat figures after the change with the same
-nodes' figures before it.
+"""The SLO guard (pure): compare a wave's figures after the change with figures before it,
+and say "passed", "failed" or that it could not judge; never "passed" on too few requests.
 
-Heartbeats carry, per tier and per second, the requests finished, errors, rejections and the
-TTFT P50/P99 of that second (docs/protocol.md), not the raw latencies, so a window's P99 is
-estimated as the mean of the per-second P99s weighted by the requests finished in each second.
-That is exact when the seconds are alike and leans toward busy seconds otherwise, which is
-what an SLO cares about.
+The figures come from heartbeats (the wave's own traffic) or from a probe (the load generator
+run through the wave's gateways, probe.py). Heartbeats carry, per tier and per second, the
+requests finished, errors, rejections and the TTFT P50/P99 of that second (docs/protocol.md),
+not the raw latencies, so a window's P99 is estimated as the mean of the per-second P99s
+weighted by the requests finished in each second. That is exact when the seconds are alike and
+leans toward busy seconds otherwise, which is what an SLO cares about. A probe has every
+request's TTFT: its P99 is the nearest-rank one (docs/metrics.md).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
+from loadgen import RequestSample, percentile
 from scheduler import TierConfig, default_config
 
-# Too few requests say nothing about a P99: below this the TTFT check is skipped (and said so).
+# Too few requests say nothing about a P99 or a rate: below this on either side a check is
+# not judged (and the guard says so), so a quiet wave is never "passed" unseen.
 MIN_REQUESTS = 5
+
+PASSED, FAILED, UNJUDGED = "passed", "failed", "unjudged"
 # Regressions smaller than this are noise on fast engines (5 ms -> 8 ms is "+60 %").
 ABSOLUTE_SLACK_S = 0.010
 
@@ -43,10 +49,30 @@ class WindowStats:
         attempts = self.finished + self.rejected
         return None if attempts == 0 else (self.errors + self.rejected) / attempts
 
+    @property
+    def attempts(self) -> int:
+        return self.finished + self.rejected
+
     def describe(self) -> str:
         p99 = "—" if self.ttft_p99_s is None else f"{self.ttft_p99_s * 1000:.0f} ms"
         rate = "—" if self.error_rate is None else f"{self.error_rate * 100:.1f} %"
         return f"{self.finished} finished, TTFT P99 {p99}, error rate {rate}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> WindowStats:
+        p99 = data.get("ttft_p99_s")
+        return cls(
+            int(data.get("finished") or 0),
+            int(data.get("errors") or 0),
+            int(data.get("rejected") or 0),
+            float(p99) if isinstance(p99, int | float) else None,
+        )
+
+
+NO_FIGURES = WindowStats(0, 0, 0, None)
 
 
 def summarise(tier_maps: Iterable[Mapping[str, Any]], tier: str) -> WindowStats:
@@ -72,10 +98,50 @@ def summarise(tier_maps: Iterable[Mapping[str, Any]], tier: str) -> WindowStats:
     )
 
 
+def from_samples(samples: Iterable[RequestSample], tier: str) -> WindowStats:
+    """A probe's figures: every request counts (a refusal is an error), the TTFT P99 is over
+    the tier's successful requests (None below MIN_REQUESTS)."""
+    measured = [s for s in samples if not s.warmup]
+    ttfts = [s.ttft for s in measured if s.ok and s.tier == tier and s.ttft is not None]
+    return WindowStats(
+        finished=len(measured),
+        errors=sum(1 for s in measured if not s.ok),
+        rejected=0,
+        ttft_p99_s=percentile(ttfts, 99) if len(ttfts) >= MIN_REQUESTS else None,
+    )
+
+
+def pooled(stats: Iterable[WindowStats]) -> WindowStats:
+    """Several nodes' probe figures as one: counts add, the P99 is weighted by requests."""
+    items = list(stats)
+    weighted = [(s.ttft_p99_s, s.finished) for s in items if s.ttft_p99_s is not None]
+    weight = sum(n for _, n in weighted)
+    return WindowStats(
+        sum(s.finished for s in items),
+        sum(s.errors for s in items),
+        sum(s.rejected for s in items),
+        sum(p * n for p, n in weighted) / weight if weight else None,
+    )
+
+
 @dataclass(frozen=True)
 class GuardResult:
-    ok: bool
+    verdict: str  # PASSED, FAILED or UNJUDGED
     message: str
+    requests: int = 0  # the requests after the change the verdict rests on
+
+    @property
+    def ok(self) -> bool:
+        """Nothing found wrong (which is not "passed": see `passed`)."""
+        return self.verdict != FAILED
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict == PASSED
+
+    @property
+    def failed(self) -> bool:
+        return self.verdict == FAILED
 
 
 def evaluate(
@@ -85,14 +151,18 @@ def evaluate(
     max_ttft_p99_regression_pct: float | None,
     max_error_rate: float | None,
     tier: str = DEFAULT_TIER,
+    source: str = "requests",
 ) -> GuardResult:
+    """PASSED when every check on was judged and held, FAILED when one was judged and broke
+    its limit, UNJUDGED otherwise (a check with too few requests on a side). `source` names
+    what was counted in the messages ("requests", "probe requests")."""
     problems: list[str] = []
     notes: list[str] = []
     if max_ttft_p99_regression_pct is not None:
         if before.ttft_p99_s is None or after.ttft_p99_s is None:
             side = "before" if before.ttft_p99_s is None else "after"
             notes.append(
-                f"TTFT check skipped: fewer than {MIN_REQUESTS} {tier} requests {side} the change"
+                f"TTFT check skipped: fewer than {MIN_REQUESTS} {tier} {source} {side} the change"
             )
         else:
             base, now = before.ttft_p99_s, after.ttft_p99_s
@@ -105,11 +175,25 @@ def evaluate(
     if max_error_rate is not None:
         rate = after.error_rate
         if rate is None:
-            notes.append("error-rate check skipped: no requests after the change")
+            notes.append(f"error-rate check skipped: no {source} after the change")
+        elif after.attempts < MIN_REQUESTS:
+            notes.append(
+                f"error-rate check skipped: {after.attempts} {source} after the change, "
+                f"fewer than {MIN_REQUESTS}"
+            )
         elif rate > max_error_rate:
             problems.append(f"error rate {rate * 100:.1f} % (limit {max_error_rate * 100:g} %)")
     summary = f"before: {before.describe()}; after: {after.describe()}"
+    count = after.attempts
     if problems:
-        return GuardResult(False, "SLO guard failed: " + "; ".join(problems) + f" ({summary})")
-    extra = ("; " + "; ".join(notes)) if notes else ""
-    return GuardResult(True, f"SLO guard passed ({summary}){extra}")
+        return GuardResult(
+            FAILED,
+            "SLO guard failed: " + "; ".join(problems) + f", guarded by {count} {source} "
+            f"({summary})",
+            count,
+        )
+    if notes:
+        return GuardResult(
+            UNJUDGED, "SLO guard could not judge: " + "; ".join(notes) + f" ({summary})", 0
+        )
+    return GuardResult(PASSED, f"SLO guard passed, guarded by {count} {source} ({summary})", count)

@@ -19,6 +19,7 @@ from django.db import models
 from console.tuning.rollouts.choices import (
     ACTIVE_STATES,
     EventLevel,
+    GuardWhenQuiet,
     NodeSelection,
     NodeState,
     RolloutKind,
@@ -100,6 +101,20 @@ class Rollout(models.Model):
     guard_tier = models.CharField(
         max_length=50, default=DEFAULT_TIER, help_text="Tier whose TTFT P99 is guarded"
     )
+    guard_when_quiet = models.CharField(
+        max_length=10,
+        choices=GuardWhenQuiet.choices,
+        default=GuardWhenQuiet.PROBE,
+        help_text="A watched wave with too few requests to judge: probe it, or pause and ask",
+    )
+    guard_probe_s = models.FloatField(default=10.0, help_text="Seconds of probe load, per probe")
+    # What the guard's verdicts rested on, summed over the waves it judged (probe requests
+    # included), and the watched waves an operator let go on without a verdict.
+    guarded_requests = models.PositiveIntegerField(default=0)
+    unguarded_waves = models.PositiveIntegerField(default=0)
+    # The current wave's probe before its change (probe.py), when no node is left on the old
+    # versions to probe beside it: {"wave", "started_at", "nodes", "stats"} or {"wave", "error"}.
+    probe_before = models.JSONField(default=dict, blank=True)
 
     state = models.CharField(
         max_length=15, choices=RolloutState.choices, default=RolloutState.PENDING
@@ -173,6 +188,23 @@ class Rollout(models.Model):
         return guard_s
 
     @property
+    def guard_coverage(self) -> str:
+        """What the SLO guard stood on, for the page, the list and the end reason: "guarded by
+        N requests", "unguarded", or "" for a rollback (never guarded: it must not be held up
+        by the regression it undoes)."""
+        if self.kind != RolloutKind.ROLLOUT:
+            return ""
+        if not self.has_guard:
+            return "unguarded (no SLO guard)"
+        judged = f"guarded by {self.guarded_requests} requests" if self.guarded_requests else ""
+        if self.unguarded_waves:
+            waves = f"{self.unguarded_waves} wave(s) unguarded"
+            return f"{judged}; {waves}" if judged else f"unguarded ({waves})"
+        if judged:
+            return judged
+        return "not judged yet" if self.is_active else "unguarded (no wave was judged)"
+
+    @property
     def target_label(self) -> str:
         parts = [v.label for v in (self.tier_config, self.launch_profile) if v is not None]
         return " + ".join(parts) if parts else "previous versions"
@@ -191,6 +223,8 @@ class Rollout(models.Model):
             "guard_max_ttft_p99_regression_pct": self.guard_max_ttft_p99_regression_pct,
             "guard_max_error_rate": self.guard_max_error_rate,
             "guard_window_s": self.guard_window_s,
+            "guard_when_quiet": self.guard_when_quiet,
+            "guard_probe_s": self.guard_probe_s,
             "canary_soak_s": self.canary_soak_s,
             "stale_targets": self.stale_targets,
             "excluded_nodes": self.excluded_nodes,

@@ -42,7 +42,8 @@ class Reverting:
             # A rollback does not undo itself (that would re-apply what it is rolling back).
             self.finish(rollout, outcome, reason, now)
             return
-        if Rollout.objects.filter(pk=rollout.pk, state=RolloutState.RUNNING).update(
+        forward = (RolloutState.RUNNING, RolloutState.PAUSED)  # paused: an abort while it asks
+        if Rollout.objects.filter(pk=rollout.pk, state__in=forward).update(
             state=RolloutState.ROLLING_BACK, outcome=outcome, reason=reason, revert_started_at=now
         ):
             event(rollout, f"rolling back: {reason}", level=EventLevel.WARNING, now=now)

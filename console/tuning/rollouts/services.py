@@ -5,12 +5,14 @@ event in the same transaction as its change.
                    stale_targets="exclude", canary_count=1, wave_size=0,
                    convergence_timeout_s=120.0, canary_soak_s=60.0,
                    guard_max_ttft_p99_regression_pct=50.0, guard_max_error_rate=0.05,
-                   guard_window_s=30.0, guard_tier=None, message="", user=None,
-                   request=None, start=True) -> Rollout
+                   guard_window_s=30.0, guard_tier=None, guard_when_quiet="probe",
+                   guard_probe_s=10.0, message="", user=None, request=None,
+                   start=True) -> Rollout
     (which nodes, stale ones left out: targets.py)
     rollback_rollout(rollout, user=None, request=None, start=True) -> Rollout
     rollback_version(version, user=None, request=None, start=True) -> Rollout
     abort_rollout(rollout, user=None, request=None) -> Rollout
+    resume_rollout(rollout, user=None, request=None) -> Rollout   (resume.py: a paused one)
     enqueue(rollout) -> None        (after the current transaction commits)
 
 Every failure is a RolloutError naming the field to fix.
@@ -33,9 +35,10 @@ from console.fleet.models import Node
 from console.fleet.services import HAND_CHANGE_CHECKS
 from console.tuning.engine_check import profile_refusals
 from console.tuning.models import LaunchProfileVersion, TierConfigVersion
-from console.tuning.rollouts import guard
+from console.tuning.rollouts import guard, probe
 from console.tuning.rollouts.choices import (
     ACTIVE_STATES,
+    GuardWhenQuiet,
     NodeSelection,
     NodeState,
     RolloutKind,
@@ -62,6 +65,8 @@ DEFAULT_CANARY_SOAK_S = 60.0
 DEFAULT_GUARD_WINDOW_S = 30.0
 DEFAULT_GUARD_TTFT_P99_REGRESSION_PCT = 50.0
 DEFAULT_GUARD_ERROR_RATE = 0.05
+# A watched wave too quiet to judge is probed (watching.py) for this long, by default.
+DEFAULT_GUARD_PROBE_S = 10.0
 
 
 def _user(user: Any) -> Any:
@@ -214,6 +219,8 @@ def create_rollout(
     guard_max_error_rate: float | None = DEFAULT_GUARD_ERROR_RATE,
     guard_window_s: float = DEFAULT_GUARD_WINDOW_S,
     guard_tier: str | None = None,  # None: the most urgent tier of the tier config
+    guard_when_quiet: str = GuardWhenQuiet.PROBE,
+    guard_probe_s: float = DEFAULT_GUARD_PROBE_S,
     message: str = "",
     user: Any = None,
     request: HttpRequest | None = None,
@@ -232,6 +239,13 @@ def create_rollout(
         guard_window_s,
         canary_soak_s,
     )
+    if guard_when_quiet not in GuardWhenQuiet.values:
+        raise RolloutError("guard_when_quiet", f"must be one of {', '.join(GuardWhenQuiet.values)}")
+    if not probe.MIN_PROBE_S <= guard_probe_s <= probe.MAX_PROBE_S:
+        raise RolloutError(
+            "guard_probe_s",
+            f"must be between {probe.MIN_PROBE_S:g} and {probe.MAX_PROBE_S:g} seconds",
+        )
     if guard_tier is None:
         guard_tier = guard_tier_of(tier_config)
     if not guard_tier:
@@ -266,6 +280,8 @@ def create_rollout(
         guard_max_error_rate=guard_max_error_rate,
         guard_window_s=guard_window_s,
         guard_tier=guard_tier,
+        guard_when_quiet=guard_when_quiet,
+        guard_probe_s=guard_probe_s,
     )
     with transaction.atomic():
         _check_free(chosen)
@@ -378,25 +394,33 @@ def rollback_version(
     request: HttpRequest | None = None,
     start: bool = True,
 ) -> Rollout:
-    """Move the nodes that currently desire `version` to the version before it."""
-    field = "tier_config" if isinstance(version, TierConfigVersion) else "launch_profile"
-    previous = version.previous()
-    if previous is None:
-        raise RolloutError(
-            field, f"{version.label} is the first version of {version.name}: nothing to go back to"
-        )
-    nodes = list(Node.objects.filter(**{f"desired_{field}": version}).order_by("name"))
-    if not nodes:
+    """Move each node that currently desires `version` back to what that node had before it
+    (console/tuning/history.py: from the audit trail; the previous number where the trail
+    holds nothing)."""
+    from console.tuning.history import before_targets, kind_of
+
+    field = kind_of(version)
+    if not Node.objects.filter(**{f"desired_{field}": version}).exists():
         raise RolloutError("nodes", f"no node desires {version.label}")
-    tier = previous if isinstance(previous, TierConfigVersion) else None
-    profile = previous if isinstance(previous, LaunchProfileVersion) else None
+    befores = before_targets(version)
+    if not befores:
+        raise RolloutError(
+            field, f"no node that desires {version.label} had anything before it to go back to"
+        )
+    ways: list[dict[str, Any]] = [{field: b.version, f"unset_{field}": b.unset} for b in befores]
+    parts = [Target(b.node, **way) for b, way in zip(befores, ways, strict=True)]
+    goals = {b.label for b in befores}
+    single = befores[0].version if len(goals) == 1 and not befores[0].unset else None
+    tier = single if isinstance(single, TierConfigVersion) else None
+    profile = single if isinstance(single, LaunchProfileVersion) else None
+    where = single.label if single is not None else "what each node had before"
     return _rollback(
-        [Target(n, tier, profile) for n in nodes],
+        parts,
         rollback_of=None,
         tier_config=tier,
         launch_profile=profile,
         timeout_s=DEFAULT_TIMEOUT_S,
-        message=f"roll back {version.label} to {previous.label}",
+        message=f"roll back {version.label} to {where}",
         user=user,
         request=request,
         start=start,
@@ -436,6 +460,8 @@ def abort_rollout(
                 "state", f"{rollout} is {rollout.get_state_display()}: nothing to abort"
             )
         rollout.abort_requested = True
+        if Rollout.objects.filter(pk=rollout.pk, state=RolloutState.PAUSED).exists():
+            enqueue(rollout)  # no worker holds a paused rollout: one must roll it back
         who = getattr(_user(user), "username", "system")
         event(rollout, f"abort requested by {who}", level="warning")
         record(

@@ -15,7 +15,7 @@ from celery import shared_task
 from django.db.models import Q
 from django.utils import timezone
 
-from console.tuning.rollouts.choices import ACTIVE_STATES
+from console.tuning.rollouts.choices import ACTIVE_STATES, RolloutState
 from console.tuning.rollouts.executor import execute
 from console.tuning.rollouts.models import Rollout
 
@@ -28,10 +28,12 @@ def run_rollout(rollout_id: int) -> str:
 
 
 def orphaned_rollouts() -> list[int]:
-    """Unfinished rollouts that no worker holds."""
+    """Unfinished rollouts that no worker holds, but for those paused to ask an operator
+    (nothing to do until they resume or abort it)."""
     now = timezone.now()
     return list(
         Rollout.objects.filter(state__in=ACTIVE_STATES)
+        .exclude(state=RolloutState.PAUSED, abort_requested=False)
         .filter(Q(lease_until__isnull=True) | Q(lease_until__lt=now))
         .values_list("pk", flat=True)
     )

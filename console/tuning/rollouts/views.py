@@ -1,6 +1,6 @@
 """Rollout pages: the list, the new-rollout form, the detail page with its live fragment
-(per-node progress and timeline, refreshed by live.js), and the buttons (abort, roll back this
-rollout, roll back a version to the previous one)."""
+(per-node progress and timeline, refreshed by live.js), and the buttons (abort, resume a rollout
+the SLO guard paused, roll back this rollout, roll back a version to the previous one)."""
 
 from __future__ import annotations
 
@@ -16,52 +16,21 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from console.core.ids import optional_id
 from console.core.roles import OPERATOR, VIEWER, has_role, require_role
-from console.tuning.diffs import display_rows
+from console.tuning.changes import applied_changes
 from console.tuning.models import LaunchProfileVersion, TierConfigVersion
 from console.tuning.rollouts import services
 from console.tuning.rollouts.choices import NodeState
 from console.tuning.rollouts.forms import RolloutForm
 from console.tuning.rollouts.models import Rollout
+from console.tuning.rollouts.resume import resume_rollout
 
 PER_PAGE = 30
 
 
 def _diffs(rollout: Rollout) -> list[dict[str, Any]]:
-    """What the rollout changes: for each kind it targets, from the version most of its nodes
-    had before (or, before it started, desire now) to the target."""
-    out = []
-    parts = list(rollout.nodes.select_related("node"))
-    for kind, model, title in (
-        ("tier_config", TierConfigVersion, "Tier config"),
-        ("launch_profile", LaunchProfileVersion, "Launch profile"),
-    ):
-        target = getattr(rollout, kind)
-        if target is None:
-            continue
-        befores: dict[int, int] = {}
-        for part in parts:
-            prev = (
-                getattr(part, f"prev_{kind}_id")
-                if part.touched
-                else getattr(part.node, f"desired_{kind}_id")
-            )
-            if prev is not None and prev != target.pk:
-                befores[prev] = befores.get(prev, 0) + 1
-        older = (
-            model.objects.filter(pk=max(befores, key=befores.__getitem__)).first()
-            if befores
-            else None
-        )
-        out.append(
-            {
-                "title": title,
-                "target": target,
-                "against": older,
-                "rows": display_rows(target.diff_from(older)) if older is not None else [],
-                "detail_name": f"tuning:{kind.replace('_', '')}-detail",
-            }
-        )
-    return out
+    """What the rollout changes, one table per distinct move of its nodes (from -> to), so
+    every node's change is listed (console/tuning/changes.py)."""
+    return applied_changes(rollout)
 
 
 def _live_context(request: HttpRequest, rollout: Rollout) -> dict[str, Any]:
@@ -178,6 +147,20 @@ def rollout_abort(request: HttpRequest, pk: int) -> HttpResponse:
         messages.error(request, exc.message)
     else:
         messages.success(request, f"Abort requested: {rollout} sets back what it changed.")
+    return redirect("tuning:rollout-detail", pk=pk)
+
+
+@login_required
+@require_POST
+def rollout_resume(request: HttpRequest, pk: int) -> HttpResponse:
+    require_role(request, OPERATOR)
+    rollout = get_object_or_404(Rollout, pk=pk)
+    try:
+        resume_rollout(rollout, request.user, request)
+    except services.RolloutError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, f"{rollout} resumed: the paused wave goes on unguarded.")
     return redirect("tuning:rollout-detail", pk=pk)
 
 

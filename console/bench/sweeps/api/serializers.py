@@ -13,9 +13,9 @@ from rest_framework import serializers
 from console.bench.choices import Preset
 from console.bench.presets import PRESETS
 from console.bench.sweeps.choices import Objective, SweepKind, SweepMode, SweepStatus, TrialStatus
-from console.bench.sweeps.inputs import MAX_REPEATS
+from console.bench.sweeps.inputs import DEFAULT_REPEATS, MAX_REPEATS
 from console.bench.sweeps.models import Sweep, SweepTrial
-from console.core.fields import IdRelatedField
+from console.core.fields import IdRelatedField, NamedChoiceField
 from console.fleet.models import Endpoint, Node
 from console.tuning.rollouts.api.views import RolloutDetailSerializer
 
@@ -183,34 +183,43 @@ class SweepCreateSerializer(serializers.Serializer):
     model = serializers.CharField(
         required=False, allow_blank=True, max_length=200, help_text="Default: the endpoint's."
     )
-    kind = serializers.ChoiceField(
+    kind = NamedChoiceField(
         choices=SweepKind.choices, help_text="What is swept: the node's tier config or profile."
     )
-    mode = serializers.ChoiceField(choices=SweepMode.choices, default=SweepMode.ONE)
+    mode = NamedChoiceField(choices=SweepMode.choices, default=SweepMode.ONE)
     variables = serializers.JSONField(
         help_text='[{"path": "scheduler.queues.online.max_waiting_time_ms", "values": [1, 5]}]; '
         "a launch profile's path is the snake_case argument (max_num_seqs)."
     )
-    preset = serializers.ChoiceField(choices=_PRESET_CHOICES, default=Preset.CUSTOM)
+    preset = NamedChoiceField(choices=_PRESET_CHOICES, default=Preset.CUSTOM)
     workload = serializers.JSONField(
         required=False, help_text="WorkloadSpec fields, over the preset's (custom: required)."
     )
     tier_profiles = serializers.JSONField(required=False)
     repeats = serializers.IntegerField(
-        default=1, min_value=1, max_value=MAX_REPEATS, help_text="Runs per trial."
+        default=DEFAULT_REPEATS,
+        min_value=1,
+        max_value=MAX_REPEATS,
+        help_text="Runs per trial (default 3: a trial's decision against the base needs "
+        "run-to-run noise measured).",
     )
     constraints = serializers.JSONField(
         required=False,
         help_text='{"min_throughput_rps": 4, "max_error_rate": 0.01, '
         '"max_ttft_p99_ms": {"online": 500}}',
     )
-    objective = serializers.ChoiceField(
+    objective = NamedChoiceField(
         choices=Objective.choices, default=Objective.MIN_ONLINE_TTFT_P99
     )
 
 
 class AdoptSerializer(serializers.Serializer):
     trial = serializers.IntegerField(min_value=0, help_text="The trial's index in the sweep.")
+    confirm_undecided = serializers.BooleanField(
+        default=False,
+        help_text="Required (true) to adopt a trial whose decision against the base is not "
+        '"better": without it such an adoption is refused (400, naming this field).',
+    )
 
 
 class AdoptResultSerializer(serializers.Serializer):

@@ -106,7 +106,8 @@ class SweepViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Ge
     @action(detail=True, methods=["post"])
     def adopt(self, request: Request, pk: str | None = None) -> Response:
         """Make the trial a new version under the base's name and roll it out to the node
-        with the SLO guard on. The sweep must be finished, the trial succeeded and feasible."""
+        with the SLO guard on. The sweep must be finished, the trial succeeded and feasible;
+        a trial not decided "better" than the base needs `confirm_undecided: true`."""
         sweep = self.get_object()
         body = AdoptSerializer(data=request.data)
         body.is_valid(raise_exception=True)
@@ -116,7 +117,13 @@ class SweepViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Ge
                 {"trial": [f"{sweep} has no trial {body.validated_data['trial']}"]}
             )
         try:
-            rollout = services.adopt_trial(sweep, trial, request.user, request)
+            rollout = services.adopt_trial(
+                sweep,
+                trial,
+                request.user,
+                request,
+                confirm_undecided=body.validated_data["confirm_undecided"],
+            )
         except services.SweepError as exc:
             _refuse(exc)
         context = self.get_serializer_context()

@@ -1,4 +1,4 @@
-"""REST API of rollouts: /api/v1/rollouts/ (+ {id}/abort/, {id}/rollback/).
+"""REST API of rollouts: /api/v1/rollouts/ (+ {id}/abort/, {id}/resume/, {id}/rollback/).
 
 Create, list and read; no update or delete (a rollout is a record of what happened). Writes
 go through services.py; a broken rule comes back as 400 naming the field.
@@ -23,9 +23,15 @@ from console.core.roles import OPERATOR
 from console.fleet.choices import NodeStatus
 from console.fleet.models import Node
 from console.tuning.models import LaunchProfileVersion, TierConfigVersion
-from console.tuning.rollouts import services
-from console.tuning.rollouts.choices import NodeSelection, RolloutState, StaleTargets
+from console.tuning.rollouts import probe, services
+from console.tuning.rollouts.choices import (
+    GuardWhenQuiet,
+    NodeSelection,
+    RolloutState,
+    StaleTargets,
+)
 from console.tuning.rollouts.models import Rollout, RolloutEvent, RolloutNode
+from console.tuning.rollouts.resume import resume_rollout
 from console.tuning.rollouts.targets import resolve_nodes, stale_or_unseen
 
 
@@ -96,6 +102,11 @@ _FIELDS = [
     "guard_max_error_rate",
     "guard_window_s",
     "guard_tier",
+    "guard_when_quiet",
+    "guard_probe_s",
+    "guard_coverage",
+    "guarded_requests",
+    "unguarded_waves",
     "state",
     "reason",
     "abort_requested",
@@ -115,6 +126,11 @@ class RolloutSerializer(serializers.ModelSerializer):
     target = serializers.CharField(source="target_label", read_only=True)
     created_by: serializers.SlugRelatedField[User] = serializers.SlugRelatedField(
         slug_field="username", read_only=True
+    )
+    guard_coverage = serializers.CharField(
+        read_only=True,
+        help_text='What the SLO guard stood on: "guarded by N requests", "unguarded (...)", '
+        '"not judged yet"; empty for a rollback',
     )
     node_count = serializers.IntegerField(read_only=True, help_text="Nodes in the rollout")
     nodes_done = serializers.IntegerField(read_only=True, help_text="Nodes applied and healthy")
@@ -201,6 +217,18 @@ class RolloutCreateSerializer(serializers.Serializer):
         required=False,
         max_length=50,
         help_text="Default: the most urgent tier of the tier config rolled out.",
+    )
+    guard_when_quiet = serializers.ChoiceField(
+        choices=GuardWhenQuiet.choices,
+        default=GuardWhenQuiet.PROBE,
+        help_text="A watched wave too quiet for the guard to judge: probe it with load of its "
+        "own through its gateway, or pause and ask (resume or abort).",
+    )
+    guard_probe_s = serializers.FloatField(
+        default=services.DEFAULT_GUARD_PROBE_S,
+        min_value=probe.MIN_PROBE_S,
+        max_value=probe.MAX_PROBE_S,
+        help_text="Seconds of probe load, per probe.",
     )
     message = serializers.CharField(required=False, allow_blank=True, max_length=500)
 
@@ -301,6 +329,18 @@ class RolloutViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.
         rollout = self.get_object()
         try:
             services.abort_rollout(rollout, request.user, request)
+        except services.RolloutError as exc:
+            _raise(exc)
+        return self._detail(rollout)
+
+    @extend_schema(request=None, responses={200: RolloutDetailSerializer})
+    @action(detail=True, methods=["post"])
+    def resume(self, request: Request, pk: str | None = None) -> Response:
+        """Resume a rollout the SLO guard paused (it could not judge a wave): the wave goes
+        on unguarded and the next one starts. To roll it back instead, abort it."""
+        rollout = self.get_object()
+        try:
+            resume_rollout(rollout, request.user, request)
         except services.RolloutError as exc:
             _raise(exc)
         return self._detail(rollout)

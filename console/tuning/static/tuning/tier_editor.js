@@ -1,9 +1,12 @@
 // Tier config form editor: fields per tier, built from the scheduler's JSON schema (embedded by
 // the page), kept in step with the JSON textarea both ways. The JSON stays the document the
 // server validates; the fields are a view of it.
+// An empty box means the field's default, shown greyed in the box: an optional field is left
+// out of the document (the schema's default applies); a field every tier must set gets the
+// page's default for it (console/tuning/editor.py) written into the document.
 (function () {
   "use strict";
-  var schema, textarea, box, errorBox;
+  var schema, textarea, box, errorBox, defaults;
 
   function ref(node) {
     // Resolve {"$ref": "#/$defs/X"} and unwrap the object type of "anyOf [X, null]".
@@ -60,6 +63,38 @@
     }
     return el;
   }
+  function nextPriority(doc, tier) {
+    var urgency = Object.keys(doc.scheduler.queues).filter(function (t) { return t !== tier; })
+      .map(function (t) { return doc.scheduler.queues[t].priority || 0; });
+    return (urgency.length ? Math.max.apply(null, urgency) : 0) + 1;
+  }
+  function queueDefault(doc, tier, field) {
+    // The value an emptied box stands for; undefined: leave the field out (schema default).
+    if (defaults.required.indexOf(field) < 0) { return undefined; }
+    var seed = defaults.queues[tier];
+    if (seed && seed[field] !== undefined) { return seed[field]; }
+    if (field === "priority") { return nextPriority(doc, tier); }
+    return defaults.new_tier[field];
+  }
+  function shownDefault(prop, value) {
+    if (value !== undefined) { return String(value); }
+    if (!prop || !("default" in prop)) { return ""; }
+    return prop["default"] === null ? "none" : String(prop["default"]);
+  }
+  function hint(el, text) {
+    if (!text) { return; }
+    el.placeholder = text; el.title = "empty: the default, " + text;
+    if (el.tagName === "SELECT") { el.options[0].textContent = "default (" + text + ")"; }
+  }
+  function describe(el, prop) {
+    // The field's help: its schema description (scheduler/config.py), the same text as the
+    // API's schema and docs/admission.md's reference table.
+    var text = prop && prop.description;
+    if (!text) { return; }
+    var help = document.createElement("span");
+    help.className = "field-help editor-help"; help.textContent = text;
+    el.appendChild(help);
+  }
   function write(doc) {
     textarea.value = JSON.stringify(doc, null, 2);
   }
@@ -93,12 +128,16 @@
     });
     Object.keys(props).forEach(function (field) {
       var row = table.insertRow(), kind = kindOf(props[field]);
-      row.insertCell().textContent = field;
+      var name = row.insertCell();
+      name.textContent = field; describe(name, props[field]);
       tiers.forEach(function (tier) {
         var el = input(kind, doc.scheduler.queues[tier][field], function () {
-          set(doc.scheduler.queues[tier], field, read(el, kind)); write(doc);
+          var value = read(el, kind);
+          if (value === undefined) { value = queueDefault(doc, tier, field); }
+          set(doc.scheduler.queues[tier], field, value); write(doc);
         });
         el.name = "tier-editor." + tier + "." + field;
+        hint(el, shownDefault(props[field], queueDefault(doc, tier, field)));
         row.insertCell().appendChild(el);
       });
     });
@@ -120,7 +159,8 @@
           write(doc);
         });
         el.name = "tier-editor." + name + "." + field;
-        label.appendChild(el); grid.appendChild(label);
+        hint(el, shownDefault(part.properties[field]));
+        label.appendChild(el); describe(label, part.properties[field]); grid.appendChild(label);
       });
       box.appendChild(grid);
     });
@@ -130,6 +170,7 @@
     textarea = document.querySelector("textarea[name=config]");
     if (!data || !textarea) { return; }
     schema = JSON.parse(data.textContent);
+    defaults = JSON.parse(document.getElementById("tier-defaults").textContent);
     box = document.getElementById("tier-editor-fields");
     errorBox = document.getElementById("tier-editor-error");
     document.getElementById("tier-editor").hidden = false;
@@ -139,9 +180,10 @@
       var doc;
       try { doc = JSON.parse(textarea.value); } catch (e) { return render(); }
       if (!name || doc.scheduler.queues[name]) { return; }
-      var urgency = Object.keys(doc.scheduler.queues).map(function (t) { return doc.scheduler.queues[t].priority || 0; });
-      doc.scheduler.queues[name] = {max_batch_size: 8, max_waiting_time_ms: 10, max_tokens_per_batch: 4096,
-        priority: (urgency.length ? Math.max.apply(null, urgency) : 0) + 1};
+      var fresh = {};
+      Object.keys(defaults.new_tier).forEach(function (f) { fresh[f] = defaults.new_tier[f]; });
+      fresh.priority = nextPriority(doc, name);
+      doc.scheduler.queues[name] = fresh;
       write(doc); render();
     });
     render();
