@@ -16,6 +16,17 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """The live test server answers on a kept-alive connection without Nagle's delay. Its
+    handler writes the head and the body of a response in two sends; with Nagle on, the body
+    waits for the client's delayed ACK of the head, about 40 ms on Linux, so every request on a
+    kept-alive connection (schemathesis' session, an agent's heartbeats) took 50 ms or more
+    where it takes 10."""
+    from django.core.servers.basehttp import WSGIRequestHandler
+
+    WSGIRequestHandler.disable_nagle_algorithm = True
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Freeze what importing and collecting made, so that the collection after each test
     (below) looks only at what that test made."""

@@ -63,7 +63,8 @@ def extendable(a: sides.Side, b: sides.Side) -> bool:
     """Whether one click can add runs to these sides: two runs, or a pair of series (whose
     template runs are still there to copy)."""
     if a.series is None and b.series is None:
-        return len(a.runs) == len(b.runs) == 1
+        runs = len(a.runs) == len(b.runs) == 1
+        return runs and not repeats.pair_refusal(a.runs[0], b.runs[0])
     pair = pair_of(a, b)
     return pair is not None and all(s.template_id is not None for s in pair)
 
@@ -111,10 +112,13 @@ def start(
     budget_runs, budget_minutes = check_budget(budget_runs, budget_minutes)
     objective = objective_of(objective)
     if not extendable(a, b):
+        both = a.series is None and b.series is None and len(a.runs) == len(b.runs) == 1
         raise services.RunError(
             "b",
-            "adding runs needs two runs, or the two series of a pair: repeat each side while "
-            "its configuration is applied, then compare the two series",
+            repeats.pair_refusal(a.runs[0], b.runs[0])
+            if both
+            else "adding runs needs two runs, or the two series of a pair: repeat each side "
+            "while its configuration is applied, then compare the two series",
         )
     decision = sides.compare_sides(a, b, objective=objective)["decision"]
     if decision["outcome"] != Verdict.NOT_ENOUGH_DATA:

@@ -123,7 +123,7 @@ def _throughput(
 
 def _rate(tier: str, a: Sequence[RunFigures], b: Sequence[RunFigures], shed: bool) -> Figure:
     attr = "shed_rate" if shed else "error_rate"
-    name = "shed rate (429/503)" if shed else "error rate"
+    name = "shed rate" if shed else "error rate"
     return Figure(
         f"{tier}.{attr}",
         name if tier == OVERALL else f"{tier} {name}",

@@ -118,6 +118,21 @@ def create_series(
     return series
 
 
+def pair_refusal(a: BenchmarkRun, b: BenchmarkRun) -> str:
+    """Why the two runs cannot be repeated as an interleaved pair ("" when they can): on one
+    endpoint with different node configuration, both repeats would measure today's."""
+    if a.endpoint_id != b.endpoint_id:
+        return ""
+    changed = [r["path"] for r in config_diff(a, b) if r["path"].startswith("node")]
+    if not changed:
+        return ""
+    return (
+        f"runs #{a.pk} and #{b.pk} used the same endpoint with different node configuration "
+        f"({', '.join(changed[:3])}); repeating both now would measure today's configuration "
+        "twice. Repeat each run while its configuration is applied, then compare the two series."
+    )
+
+
 def create_pair(
     a: BenchmarkRun,
     b: BenchmarkRun,
@@ -128,16 +143,9 @@ def create_pair(
 ) -> tuple[RunSeries, RunSeries]:
     """N runs like `a` and N like `b`, interleaved A B A B on their targets."""
     repeats = check_repeats(repeats)
-    if a.endpoint_id == b.endpoint_id:
-        changed = [r["path"] for r in config_diff(a, b) if r["path"].startswith("node")]
-        if changed:
-            raise services.RunError(
-                "b",
-                f"runs #{a.pk} and #{b.pk} used the same endpoint with different node "
-                f"configuration ({', '.join(changed[:3])}); repeating both now would measure "
-                "today's configuration twice. Repeat each run while its configuration is "
-                "applied, then compare the two series.",
-            )
+    refusal = pair_refusal(a, b)
+    if refusal:
+        raise services.RunError("b", refusal)
     with transaction.atomic():
         label = f"pair #{a.pk} vs #{b.pk}"
         series_a = _new_series(a, repeats, Side.A, user, f"{label}: side A")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from console.bench import views
+from console.bench import compare_views, views
 from console.bench.sweeps.urls import urlpatterns as sweep_urls
 
 app_name = "bench"
@@ -12,9 +12,9 @@ urlpatterns = [
     path("", views.run_list, name="run-list"),
     path("new/", views.run_create, name="run-create"),
     path("quick/", views.run_quick, name="run-quick"),
-    path("compare/", views.compare, name="compare"),
+    path("compare/", compare_views.compare, name="compare"),
     path("compare/repeat/", views.repeat_pair, name="repeat-pair"),
-    path("compare/decide/", views.decide, name="decide"),
+    path("compare/decide/", compare_views.decide, name="decide"),
     path("<int:pk>/repeat/", views.run_repeat, name="run-repeat"),
     path("series/<int:pk>/cancel/", views.series_cancel, name="series-cancel"),
     path("<int:pk>/", views.run_detail, name="run-detail"),

@@ -24,9 +24,7 @@ def applied_changes(rollout: Rollout) -> list[dict[str, Any]]:
     """One entry per kind and distinct (from, to): title, the nodes' names, `against` (the
     from version or None), `target` (None: no desired version), the diff rows, `same` (the
     nodes already wanted the target) and `unset` (they end with no desired version)."""
-    parts = list(
-        rollout.nodes.select_related("node").order_by("position")
-    )
+    parts = list(rollout.nodes.select_related("node").order_by("position"))
     out: list[dict[str, Any]] = []
     for kind, model, title in KINDS:
         groups: dict[tuple[int | None, int | None, bool], list[str]] = {}

@@ -119,6 +119,13 @@ def test_what_cannot_be_extended_is_refused_naming_the_field(
     with pytest.raises(services.RunError) as refused:
         adaptive.start(found["a"], found["b"], objective=None)
     assert refused.value.field == "b" and "two series of a pair" in refused.value.message
+    # One endpoint whose node changed between the runs: repeating both would measure today's.
+    changed = new_run(plain_endpoint, max_in_flight=12, **BEFORE, seed=5)
+    node_sides = sides.resolve_all({"a": str(a.pk), "b": str(changed.pk)})
+    assert not adaptive.extendable(node_sides["a"], node_sides["b"])
+    with pytest.raises(services.RunError) as same_node:
+        adaptive.start(node_sides["a"], node_sides["b"], objective=None)
+    assert "measure today's configuration twice" in same_node.value.message
     far = new_run(_other_endpoint(plain_endpoint), **FASTER, seed=3)
     far_side = sides.resolve_all({"a": str(a.pk), "b": str(far.pk)})
     for budget, field in (((0, 30), "budget_runs"), ((3, 0), "budget_minutes")):

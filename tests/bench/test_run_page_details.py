@@ -107,4 +107,5 @@ def test_the_compare_page_warns_of_figures_that_are_not_wire_times(
         validity={**(b.validity or {}), "untrusted": {"ttft_s": reason}}
     )
     page = _client(viewer).get(f"/benchmarks/compare/?a={a.pk}&b={b.pk}").content.decode()
-    assert f"B: run #{b.pk}&#x27;s TTFT is not a wire time: {reason}" in page
+    side_b = page.split('data-side="B"')[1].split("</details>")[0]
+    assert f"run #{b.pk}&#x27;s TTFT is not a wire time: {reason}" in side_b

@@ -76,9 +76,7 @@ def test_the_doctor_keeps_the_models_it_finds(upstream: str, admin_user: Any) ->
 
 
 def test_one_model_is_one_model() -> None:
-    reply = doctor.Reply(
-        url="http://h/v1/models", status=200, body='{"data": [{"id": "demo-8b"}]}'
-    )
+    reply = doctor.Reply(url="http://h/v1/models", status=200, body='{"data": [{"id": "demo-8b"}]}')
     step, _base, ids = doctor.choose_base("http://h/v1", [reply])
     assert step.detail == "http://h/v1/models answers (1 model)." and ids == ["demo-8b"]
     assert doctor.models_step(ids, "").detail == "1 model listed: demo-8b."
@@ -108,6 +106,8 @@ def test_a_key_is_masked_alike_on_the_endpoint_and_the_gateway_keys_pages(
         assert plaintext not in html
     key = GatewayKey.objects.get(name=f"console-{node.name}")
     body = client.get(f"/api/v1/gateway-keys/{key.pk}/").json()
-    assert body["masked"] == expected == client.get(
-        f"/api/v1/endpoints/{endpoint.pk}/"
-    ).json()["api_key_masked"]
+    assert (
+        body["masked"]
+        == expected
+        == client.get(f"/api/v1/endpoints/{endpoint.pk}/").json()["api_key_masked"]
+    )

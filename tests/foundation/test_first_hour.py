@@ -49,7 +49,8 @@ def demo(
 
     settings.DATA_DIR = tmp_path
     settings.TIERGATE_HEARTBEAT_INTERVAL_S = 0.3  # the live server is this process
-    call_command("demo", "--no-processes", stdout=open(tmp_path / "demo.out", "w"))  # noqa: SIM115
+    with open(tmp_path / "demo.out", "w") as out:
+        call_command("demo", "--no-processes", stdout=out)
     password = (tmp_path / "demo-admin.txt").read_text().strip()
     nodes = json.loads((tmp_path / DEMO_FILE).read_text())
     engines = json.loads((tmp_path / DEMO_ENGINES_FILE).read_text())
@@ -64,11 +65,11 @@ def demo(
         for agent in agents.values():
             agent.wait_ready(60)
         wait_for(
-            lambda: Node.objects.filter(name__in=list(agents)).exclude(
-                applied_tier_config=None
-            ).count()
-            == 2
-            and all(n.status() == "healthy" for n in Node.objects.all()),
+            lambda: (
+                Node.objects.filter(name__in=list(agents)).exclude(applied_tier_config=None).count()
+                == 2
+                and all(n.status() == "healthy" for n in Node.objects.all())
+            ),
             timeout=90,
             what="both demo nodes to apply their versions and be healthy",
         )
@@ -130,9 +131,11 @@ def _first_hour(demo: Demo, page: Any) -> None:
 
     # -- the playground, both demo endpoints, no "Fetch models" ----------------------------
     gateways = wait_for(
-        lambda: list(Endpoint.objects.filter(kind="gateway", models=["demo-8b"]).order_by("name"))
-        if Endpoint.objects.filter(kind="gateway", models=["demo-8b"]).count() == 2
-        else None,
+        lambda: (
+            list(Endpoint.objects.filter(kind="gateway", models=["demo-8b"]).order_by("name"))
+            if Endpoint.objects.filter(kind="gateway", models=["demo-8b"]).count() == 2
+            else None
+        ),
         timeout=30,
         what="both gateway endpoints to know the engine's model",
     )
@@ -184,14 +187,14 @@ def _first_hour(demo: Demo, page: Any) -> None:
 
     # -- a one-variable sweep of node 1's online batching window ---------------------------
     page.goto(f"/benchmarks/sweeps/new/?node={node1.pk}")
-    page.select_option("select[name=kind]", "tier_config")
+    page.check("input[name=kind][value=tier_config]")
     page.fill("input[name=var1_path]", WAIT)
     page.fill("input[name=var1_values]", "2, 20")
     page.select_option("select[name=preset]", "smoke")
     page.fill("input[name=repeats]", "1")
     page.fill("input[name=max_ttft_p99_ms]", "")
     page.select_option("select[name=objective]", "max_throughput")
-    page.click("#sweep-form button[type=submit], form button.primary")
+    page.click("#sweep-form button.primary")
     page.wait_for_url("**/benchmarks/sweeps/*/")
     sweep = Sweep.objects.get()
     sweep = wait_for(
@@ -204,8 +207,11 @@ def _first_hour(demo: Demo, page: Any) -> None:
     node1.refresh_from_db()
     assert node1.desired_tier_config_id == v1.pk  # back on its base
     page.reload()
-    best = sweep.best_trial
-    assert best is not None and not best.is_base, "the sweep found no trial better than the base"
+    # Which value wins a 20-request smoke run is noise here; the operator adopts the better of
+    # the two values (the base may have won: adopting a trial is the operator's call).
+    trials = [t for t in sweep.trials.order_by("objective_value") if not t.is_base]
+    assert len(trials) == 2 and all(t.status == "succeeded" and t.feasible for t in trials)
+    best = trials[0]
     labels = page.inner_text("#trials")
     assert f"default-sweep{sweep.pk}-trial" in labels  # trial versions named for the sweep
 

@@ -45,7 +45,6 @@ def test_a_model_the_endpoint_does_not_serve_is_refused_naming_those_it_does(
     )
 
 
-
 @pytest.mark.browser
 def test_the_model_box_offers_the_endpoints_models_and_the_answer_names_the_served_tier(
     transactional_db: None, operator: Any, endpoints: dict[str, Any], browser_page: Any
@@ -55,7 +54,7 @@ def test_the_model_box_offers_the_endpoints_models_and_the_answer_names_the_serv
     page = browser_page
     sign_in(page, "otto")
     page.goto("/playground/")
-    options = "(id) => Array.from(document.querySelectorAll('#' + id + ' option')).map(o => o.value)"
+    options = "(id) => Array.from(document.querySelectorAll(`#${id} option`)).map(o => o.value)"
     assert page.evaluate(options, "models-a") == ["alpha"]
     assert page.evaluate(options, "models-b") == ["beta"]
     assert page.get_attribute("#id_model_a", "placeholder") == "alpha (default)"

@@ -14,7 +14,8 @@ pytestmark = pytest.mark.browser
 
 FITS_JS = """() => {
   const card = document.querySelector('#trials').closest('.card');
-  return {scroll: card.scrollWidth, client: card.clientWidth, page: document.documentElement.scrollWidth};
+  const page = document.documentElement.scrollWidth;
+  return {scroll: card.scrollWidth, client: card.clientWidth, page: page};
 }"""
 
 

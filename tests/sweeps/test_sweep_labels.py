@@ -26,7 +26,9 @@ def test_an_unknown_path_is_refused_under_the_path(api: Any, operator: Any) -> N
     # A tier the base does not have is named the same way.
     other = api(operator).post(
         "/api/v1/sweeps/",
-        body(setup["node"], variables=[{"path": "scheduler.queues.premium.priority", "values": [4]}]),
+        body(
+            setup["node"], variables=[{"path": "scheduler.queues.premium.priority", "values": [4]}]
+        ),
         format="json",
     )
     assert list(other.json()) == ["variables[0].path"]
@@ -63,4 +65,5 @@ def test_a_trials_version_is_named_for_its_sweep_and_trial(api: Any, operator: A
         labels.append(version.label)
     assert labels == [f"tiers-sweep{sweep.pk}-trial1 v1", f"tiers-sweep{sweep.pk}-trial2 v1"]
     # The base's own name holds only its own versions.
-    assert list(TierConfigVersion.objects.filter(name="tiers").values_list("version", flat=True)) == [1]
+    base_name = TierConfigVersion.objects.filter(name="tiers")
+    assert list(base_name.values_list("version", flat=True)) == [1]

@@ -43,7 +43,12 @@ def test_a_version_made_from_v1_is_diffed_against_v1(operator: Any, four: list[A
     document = tier_config(1, online_batch=16)
     response = client.post(
         "/tuning/tier-configs/new/",
-        {"name": "tiers", "message": "bigger batches", "config": json.dumps(document), "parent": v1.pk},
+        {
+            "name": "tiers",
+            "message": "bigger batches",
+            "config": json.dumps(document),
+            "parent": v1.pk,
+        },
     )
     assert response.status_code == 302, response.content.decode()[:2000]
     v5 = TierConfigVersion.objects.get(name="tiers", version=5)

@@ -4,35 +4,34 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('bench', '0003_sweeps'),
+        ("bench", "0003_sweeps"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='runseries',
-            name='adaptive_state',
+            model_name="runseries",
+            name="adaptive_state",
             field=models.CharField(blank=True, max_length=300),
         ),
         migrations.AddField(
-            model_name='runseries',
-            name='budget_runs',
+            model_name="runseries",
+            name="budget_runs",
             field=models.PositiveSmallIntegerField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='runseries',
-            name='deadline',
+            model_name="runseries",
+            name="deadline",
             field=models.DateTimeField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='runseries',
-            name='objective',
+            model_name="runseries",
+            name="objective",
             field=models.CharField(blank=True, max_length=30),
         ),
         migrations.AddField(
-            model_name='sweeptrial',
-            name='decision',
+            model_name="sweeptrial",
+            name="decision",
             field=models.JSONField(blank=True, default=dict),
         ),
     ]

@@ -83,3 +83,11 @@ def figure_value(value: Any, unit: str) -> str:
     if unit == "%":
         return f"{float(value) * 100:.2f}%"
     return f"{float(value):,.2f} {unit}"
+
+
+@register.filter
+def signed_pct(ratio: Any) -> str:
+    """A change as a signed percentage ("+12.5%"); an em dash when unknown."""
+    if ratio is None or ratio == "":
+        return "—"
+    return f"{float(ratio) * 100:+,.1f}%"
