@@ -21,6 +21,7 @@ from aiohttp import web
 
 from gpu_agent.sim.testing import free_port
 from gpu_agent.testing import AgentProcess, start_agent_process
+from tests.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL = "demo"
@@ -173,6 +174,16 @@ class FakeConsole:
                 last = self.beats[-1] if self.beats else None
                 raise AssertionError(f"no heartbeat with {what}; last: {json.dumps(last)[:2000]}")
             await asyncio.sleep(0.05)
+
+
+async def engine_read(agent: AgentProcess, timeout: float = 20.0) -> None:
+    """Until the agent's sampler has read the engine once (its model list is known): what the
+    agent learns on its first tick is in place before the test's first request."""
+
+    def known() -> bool:
+        return agent.status()["engine"]["model"] is not None
+
+    await asyncio.to_thread(wait_for, known, timeout, "the agent's first reading of the engine")
 
 
 async def post(agent: AgentProcess, tier: str = "online", **extra: Any) -> httpx.Response:

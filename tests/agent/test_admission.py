@@ -27,6 +27,7 @@ from tests.agent.agent_helpers import (
     ALL_KEY,
     MODEL,
     ROOT,
+    engine_read,
     standalone_args,
     start_agent,
 )
@@ -118,7 +119,7 @@ async def test_in_front_of_the_simulator_the_seed_config_adds_no_window(tmp_path
         run_sim_process(MODEL, args) as sim,
         seed_gateway(tmp_path, sim) as agent,
     ):
-        await asyncio.sleep(1.2)  # the agent learns the model list on its first tick
+        await engine_read(agent)  # what the agent learns on its first tick
         gateway, direct = await interleaved(agent.url, sim, "offline", 10, 20)
         status = agent.status()
     assert statistics.median(gateway) - statistics.median(direct) < 0.05, (gateway, direct)

@@ -26,7 +26,14 @@ import pytest
 from gpu_agent.sim.testing import free_port, run_sim_process
 from gpu_agent.testing import AgentProcess
 from scheduler import config_to_dict, default_config
-from tests.agent.agent_helpers import ALL_KEY, MODEL, ROOT, standalone_args, start_agent
+from tests.agent.agent_helpers import (
+    ALL_KEY,
+    MODEL,
+    ROOT,
+    engine_read,
+    standalone_args,
+    start_agent,
+)
 from tests.waiting import wait_answering
 
 SEED = config_to_dict(default_config())
@@ -191,7 +198,7 @@ async def test_a_backlog_sent_on_as_the_next_tier_lets_a_new_request_overtake_it
         run_sim_process(MODEL, args) as sim,
         gateway(tmp_path, sim, {"max_awaiting_first_token": 6}) as agent,
     ):
-        await asyncio.sleep(1.2)  # the agent learns the model list on its first tick
+        await engine_read(agent)  # what the agent learns on its first tick
         async with client() as c:
             burst = [asyncio.create_task(one(c, agent.url, "online")) for _ in range(150)]
             await asyncio.sleep(2.0)

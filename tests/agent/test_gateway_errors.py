@@ -84,8 +84,10 @@ def test_the_engines_400_comes_back_in_the_gateways_shape_with_its_message(
     # The simulator's (vLLM's) own words, and the field it named.
     assert error["message"].startswith("max_tokens: This model's maximum context length is")
     # The official client reads it as any OpenAI 400.
-    client = openai.OpenAI(base_url=agent.url + "/v1", api_key=ALL_KEY, max_retries=0)
-    with pytest.raises(openai.BadRequestError, match="maximum context length"):
+    with (
+        openai.OpenAI(base_url=agent.url + "/v1", api_key=ALL_KEY, max_retries=0) as client,
+        pytest.raises(openai.BadRequestError, match="maximum context length"),
+    ):
         client.chat.completions.create(
             model=MODEL, messages=request["messages"], max_tokens=100_000, stream=stream
         )

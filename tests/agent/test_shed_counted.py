@@ -21,7 +21,7 @@ from gpu_agent.sim.testing import run_sim_process
 from gpu_agent.testing import AgentProcess
 from loadgen import WorkloadSpec, run_workload
 from scheduler import config_to_dict, default_config
-from tests.agent.agent_helpers import ALL_KEY, MODEL, standalone_args, start_agent
+from tests.agent.agent_helpers import ALL_KEY, MODEL, engine_read, standalone_args, start_agent
 
 SIM = ("--max-num-seqs", "1", "--scheduling-policy", "priority",
        "--sim-decode-s-per-seq", "0.02")  # fmt: skip
@@ -68,7 +68,7 @@ async def one(client: httpx.AsyncClient, url: str, tier: str) -> tuple[str, int,
 async def test_every_shed_request_is_counted_per_tier_in_the_gateways_metrics(
     agent: AgentProcess,
 ) -> None:
-    await asyncio.sleep(1.2)  # the agent learns the model list on its first tick
+    await engine_read(agent)  # what the agent learns on its first tick
     before = shed_counts(agent)
     async with httpx.AsyncClient(timeout=60, limits=httpx.Limits(max_connections=100)) as c:
         online = [asyncio.create_task(one(c, agent.url, "online")) for _ in range(40)]

@@ -20,7 +20,7 @@ import pytest
 
 from gpu_agent.sim.testing import run_sim_process
 from scheduler import config_to_dict, default_config
-from tests.agent.agent_helpers import ALL_KEY, MODEL, standalone_args, start_agent
+from tests.agent.agent_helpers import ALL_KEY, MODEL, engine_read, standalone_args, start_agent
 
 SIM = ("--max-num-seqs", "4", "--scheduling-policy", "priority",
        "--sim-eos-mean-tokens", "1000000", "--sim-time-scale", "4")  # fmt: skip
@@ -73,7 +73,7 @@ async def test_the_standing_reserve_holds_or_follows_online_arrivals(
         start_agent(standalone_args(tmp_path, sim, config(follows)), tmp_path / "a.log") as agent,
     ):
         async with httpx.AsyncClient(timeout=120) as client:
-            await asyncio.sleep(1.2)  # the agent learns the model list on its first tick
+            await engine_read(agent)  # what the agent learns on its first tick
             await send(client, agent.url, "online", 2)  # one online request, answered at once
             sent = time.monotonic()
             batch = [asyncio.create_task(send(client, agent.url, "batch", LONG)) for _ in range(4)]

@@ -155,9 +155,9 @@ def test_no_input_makes_the_api_answer_a_server_error(
         "30",
         "--header",
         f"Authorization: Bearer {token_key}",
-        # A connection per request: the test server reads no chunked body, so what is left of
-        # one (a POST schemathesis sends chunked with no body) would be read as the next
-        # request on a kept-alive connection, and its 400 taken for the next answer.
+        # A connection per request: on a kept-alive one, what the test server leaves unread of
+        # a request (a POST sent with no Content-Length) is read as the next request, and the
+        # 400 it gets is taken by the client for the answer to its next one.
         "--header",
         "Connection: close",
     ]

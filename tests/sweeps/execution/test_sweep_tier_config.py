@@ -88,7 +88,7 @@ def test_a_hot_tier_config_sweep_finds_the_in_flight_cap_a_hand_calculation_pred
     diff = {row["path"]: row for row in compared.json()["config_diff"]}
     assert any(path.endswith("admission.max_in_flight") for path in diff), diff
     made = trials[16].tier_config
-    assert made.name == f"sweep{sweep.pk}-{swept.tier_config.name}"
+    assert made.name == f"{swept.tier_config.name}-sweep{sweep.pk}-trial{trials[16].index}"
     assert made.message == f"sweep #{sweep.pk} trial {trials[16].index}: {PATH}=16"
     assert trials[16].apply_s is not None and trials[16].bench_s is not None
     assert sweep.trials_done == 4 and sweep.eta_s == 0.0

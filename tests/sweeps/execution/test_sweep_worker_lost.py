@@ -90,7 +90,9 @@ def test_a_sweep_whose_worker_died_is_resumed_by_another_and_ends_on_the_base(
     again = trials[4]
     assert again.series_id != lost_run.series_id  # measured again, in a new series
     assert BenchmarkRun.objects.get(series=again.series).status == "succeeded"
-    made = TierConfigVersion.objects.filter(name=f"sweep{sweep.pk}-{swept.tier_config.name}")
+    made = TierConfigVersion.objects.filter(
+        name__startswith=f"{swept.tier_config.name}-sweep{sweep.pk}-trial"
+    )
     assert made.count() == 2, list(made.values_list("message", flat=True))
     node = swept.reload()
     assert node.desired_tier_config_id == swept.tier_config.pk

@@ -208,9 +208,7 @@ class SweepCreateSerializer(serializers.Serializer):
         help_text='{"min_throughput_rps": 4, "max_error_rate": 0.01, '
         '"max_ttft_p99_ms": {"online": 500}}',
     )
-    objective = NamedChoiceField(
-        choices=Objective.choices, default=Objective.MIN_ONLINE_TTFT_P99
-    )
+    objective = NamedChoiceField(choices=Objective.choices, default=Objective.MIN_ONLINE_TTFT_P99)
 
 
 class AdoptSerializer(serializers.Serializer):
