@@ -24,7 +24,6 @@ from console.bench import services
 from console.bench.choices import RunStatus, Side
 from console.bench.models import BenchmarkRun, RunSeries
 from console.bench.results import config_diff
-from console.bench.tasks import run_series
 
 MAX_REPEATS = 20
 DEFAULT_REPEATS = 3
@@ -86,9 +85,7 @@ def _enqueue(series: list[RunSeries]) -> None:
     runs = BenchmarkRun.objects.filter(series__in=series, status=RunStatus.PENDING)
     limit = sum(services.time_limit_s(r.workload) for r in runs)
     task_id = series[0].celery_task_id
-    run_series.apply_async(
-        ([s.pk for s in series],), task_id=task_id, time_limit=limit, soft_time_limit=limit - 10
-    )
+    services.enqueue("bench.run_series", ([s.pk for s in series],), task_id, limit)
 
 
 def create_series(

@@ -21,7 +21,6 @@ from console.audit.services import record
 from console.bench.choices import Preset, RunStatus
 from console.bench.models import BenchmarkRun
 from console.bench.presets import validate_tier_profiles
-from console.bench.tasks import run_benchmark
 from console.celery import app
 from console.fleet.models import Endpoint
 from loadgen import SpecError, WorkloadSpec
@@ -142,11 +141,15 @@ def new_salt() -> str:
     return f"run-{secrets.token_hex(4)}"
 
 
+def enqueue(task: str, args: tuple[Any, ...], task_id: str, limit: int) -> None:
+    """Queue one of console/bench/tasks.py's tasks by its name, under a time limit. By name:
+    the tasks call back into this app (a run series asks console.bench.adaptive for another
+    round), so importing them here would close an import circle."""
+    app.send_task(task, args, task_id=task_id, time_limit=limit, soft_time_limit=limit - 10)
+
+
 def enqueue_run(run: BenchmarkRun) -> None:
-    limit = time_limit_s(run.workload)
-    run_benchmark.apply_async(
-        (run.pk,), task_id=run.celery_task_id, time_limit=limit, soft_time_limit=limit - 10
-    )
+    enqueue("bench.run_benchmark", (run.pk,), run.celery_task_id, time_limit_s(run.workload))
 
 
 def request_cancel(

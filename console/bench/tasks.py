@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from console.bench import execution, lifecycle
+from console.bench import adaptive, execution, lifecycle
 
 
 @shared_task(name="bench.run_benchmark", acks_late=True, ignore_result=True)
@@ -26,8 +26,5 @@ def run_series(series_ids: list[int]) -> list[str]:
     run_benchmark: each run is claimed, so a redelivery continues with the pending ones. A
     pair run "until decided" then reads its decision and may queue another round."""
     statuses = execution.execute_series(series_ids)
-    # Imported here: adaptive -> repeats -> this module.
-    from console.bench import adaptive
-
     adaptive.next_round(series_ids)
     return statuses

@@ -1,24 +1,25 @@
 """Admission with the seed's tier config verbatim (issue 16), real processes end to end.
 
 Engines: lab/bench_gateway.py's raw upstream (a fixed time to the first token, then 16
-chunks) and the simulator. Gateway and direct requests are interleaved in one run and only
-compared with each other, with margins wide enough for a loaded 2-core machine: the old
-behaviour missed them by far (a 200 ms window waited out; a cap of 4 awaiting = 20 req/s with
-a 200 ms TTFT).
+chunks) and the simulator. Asserted on the gateway's own record of how long each request
+waited in its tier's queue (tiergate_queue_wait_seconds), not on end-to-end milliseconds: the
+old behaviour held every request for its tier's window (a 200 ms window waited out) or queued
+them for seconds (a cap of 4 awaiting = 20 req/s with a 200 ms TTFT), so none or few would be
+within the bounds below. What the gateway adds end to end is the benchmarks' to measure
+(lab/bench_admission.py).
 """
 
 from __future__ import annotations
 
 import asyncio
-import statistics
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from gpu_agent.sim.testing import free_port, run_sim_process
 from gpu_agent.testing import AgentProcess
@@ -61,56 +62,66 @@ def seed_gateway(tmp: Path, engine_url: str) -> AgentProcess:
     return start_agent(standalone_args(tmp, engine_url, SEED), tmp / "agent.log")
 
 
-async def ttft(client: httpx.AsyncClient, url: str, tier: str, max_tokens: int = 4) -> float:
+def released_within(agent: AgentProcess, tier: str, bound_s: float) -> tuple[int, int]:
+    """(requests of `tier` released from the gateway's queue within `bound_s`, all released),
+    read from its tiergate_queue_wait_seconds histogram; `bound_s` is one of its buckets."""
+    families = text_string_to_metric_families(httpx.get(agent.url + "/metrics").text)
+    family = next(f for f in families if f.name == "tiergate_queue_wait_seconds")
+    within = released = None
+    for sample in family.samples:
+        if sample.labels.get("tier") != tier:
+            continue
+        if sample.name.endswith("_bucket") and float(sample.labels["le"]) == bound_s:
+            within = int(sample.value)
+        elif sample.name.endswith("_count"):
+            released = int(sample.value)
+    assert within is not None and released is not None, (tier, bound_s)
+    return within, released
+
+
+async def streamed(client: httpx.AsyncClient, url: str, tier: str) -> None:
     body = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}],
-            "max_tokens": max_tokens, "stream": True}  # fmt: skip
+            "max_tokens": 4, "stream": True}  # fmt: skip
     headers = {"Authorization": f"Bearer {ALL_KEY}", "X-Tiergate-Tier": tier}
-    started = time.perf_counter()
-    first: float | None = None
     async with client.stream("POST", url + "/v1/chat/completions", json=body, headers=headers) as r:
         assert r.status_code == 200, await r.aread()
-        async for line in r.aiter_lines():
-            if first is None and '"content":"' in line.replace(" ", ""):
-                first = time.perf_counter() - started
-    assert first is not None
-    return first
+        text = "".join([line async for line in r.aiter_lines()])
+    assert '"content":"' in text.replace(" ", "") and text.rstrip().endswith("[DONE]"), text
 
 
-async def interleaved(
-    gateway: str, direct: str, tier: str, rate: float, count: int
-) -> tuple[list[float], list[float]]:
-    """`count` requests to each at `rate` req/s, alternating; TTFTs, sorted."""
+async def paced(url: str, tier: str, rate: float, count: int) -> None:
+    """`count` streamed requests at `rate` req/s, each answered in full."""
     async with httpx.AsyncClient(timeout=60, limits=httpx.Limits(max_connections=400)) as client:
-        tasks: list[asyncio.Task[float]] = []
+        tasks: list[asyncio.Task[None]] = []
         for i in range(count):
-            tasks.append(asyncio.create_task(ttft(client, gateway, tier)))
-            tasks.append(asyncio.create_task(ttft(client, direct, tier)))
+            tasks.append(asyncio.create_task(streamed(client, url, tier)))
             if i < count - 1:
                 await asyncio.sleep(1 / rate)
-        results = await asyncio.gather(*tasks)
-    return sorted(results[0::2]), sorted(results[1::2])
+        await asyncio.gather(*tasks)
 
 
 async def test_a_lone_request_is_not_held_for_its_tiers_window(
     upstreams: dict[str, str], tmp_path: Path
 ) -> None:
     # The seed gives offline a 200 ms window and online 10 ms: at low load neither waits it.
+    # Held, every request would wait its window out: none within half of it.
     with seed_gateway(tmp_path, upstreams["fast"]) as agent:
-        for tier in ("offline", "online"):
-            gateway, direct = await interleaved(agent.url, upstreams["fast"], tier, 10, 20)
-            added = statistics.median(gateway) - statistics.median(direct)
-            assert added < 0.05 if tier == "offline" else added < 0.008, (tier, gateway, direct)
+        for tier, window_s in (("offline", 0.2), ("online", 0.01)):
+            await paced(agent.url, tier, 10, 20)
+            within, released = released_within(agent, tier, window_s / 2)
+            assert released == 20 and within > released / 2, (tier, within, released)
 
 
 async def test_a_slow_engine_is_not_capped_at_four_per_ttft(
     upstreams: dict[str, str], tmp_path: Path
 ) -> None:
     # 200 ms to a first token, 60 req/s: 12 awaiting at once. The old fixed 4 allowed 20 req/s,
-    # so its queue grew by 40 a second and the median TTFT passed a second.
+    # so its queue grew by 40 a second: after the first second most requests waited in the
+    # gateway for over a second.
     with seed_gateway(tmp_path, upstreams["slow"]) as agent:
-        gateway, direct = await interleaved(agent.url, upstreams["slow"], "online", 60, 180)
-    assert statistics.median(gateway) < statistics.median(direct) + 0.1, (gateway, direct)
-    assert gateway[int(0.9 * len(gateway))] < 0.6
+        await paced(agent.url, "online", 60, 180)
+        within, released = released_within(agent, "online", 0.25)
+    assert released == 180 and within >= 0.9 * released, (within, released)
 
 
 async def test_in_front_of_the_simulator_the_seed_config_adds_no_window(tmp_path: Path) -> None:
@@ -120,7 +131,8 @@ async def test_in_front_of_the_simulator_the_seed_config_adds_no_window(tmp_path
         seed_gateway(tmp_path, sim) as agent,
     ):
         await engine_read(agent)  # what the agent learns on its first tick
-        gateway, direct = await interleaved(agent.url, sim, "offline", 10, 20)
+        await paced(agent.url, "offline", 10, 20)
+        within, released = released_within(agent, "offline", 0.1)  # half its 200 ms window
         status = agent.status()
-    assert statistics.median(gateway) - statistics.median(direct) < 0.05, (gateway, direct)
+    assert released == 20 and within > released / 2, (within, released)
     assert status["awaiting_limit_adaptive"] is True and status["awaiting_limit"] >= 1

@@ -26,7 +26,6 @@ from tests.agent.agent_helpers import ALL_KEY, MODEL, engine_read, standalone_ar
 
 SEED = config_to_dict(default_config())
 _TOKEN = re.compile(r'"content":\s*"[^"]')  # a token, not the simulator's empty role chunk
-FLOOD = 48
 SIM = ("--max-num-seqs", "4", "--scheduling-policy", "priority",
        "--sim-eos-mean-tokens", "1000000", "--sim-time-scale", "4")  # fmt: skip
 
@@ -60,8 +59,7 @@ async def test_after_an_online_backlog_batch_leaves_online_half_the_sequences(
             status = agent.status()
             assert status["reserved_slots"] == 0  # nothing pressed online yet
             assert status["engine_sequences"] is None  # the engine has not queued yet
-            # The flood: 32 online streams of 40 tokens (~1 s each) on 4 sequences, sent over
-            # 1.6 s: 4 served a second where 20 arrive, seconds of backlog.
+            # The flood: 64 online streams on 4 sequences, sent over 3 s, seconds of backlog.
             flood: list[asyncio.Task[tuple[float, float]]] = []
             feeds: list[tuple[int | None, int]] = []  # (awaiting_feed, online awaiting as online)
 
@@ -70,7 +68,7 @@ async def test_after_an_online_backlog_batch_leaves_online_half_the_sequences(
                 awaiting = seen["tiers"]["online"]["awaiting_first_token"]
                 feeds.append((seen["awaiting_feed"], awaiting))
 
-            for i in range(FLOOD):
+            for i in range(64):
                 flood.append(asyncio.create_task(stream(c, agent.url, "online", 40)))
                 await asyncio.sleep(0.05)
                 if i % 4 == 3:

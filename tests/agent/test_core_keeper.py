@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from gpu_agent.core_keeper import CHECK_S, FIRST_CHECK_S
+from gpu_agent.core_keeper import FIRST_CHECK_S
 from gpu_agent.cores import (
     bound_cores,
     cpus_allowed,
@@ -112,6 +112,13 @@ def _pinned_engine(port: int) -> list[str]:
             "--port", str(port), "--sim-preset", "tiny-test"]  # fmt: skip
 
 
+# The agents here read the engine's cores every second (TIERGATE_CORE_CHECK_S), not every
+# 10 s (core_keeper.CHECK_S): a test that must see a later check waits a second for it.
+FAST_CHECK_S = 1.0
+FAST_CHECKS = {"TIERGATE_CORE_CHECK_S": str(FAST_CHECK_S)}
+FAST_FIRST_CHECK_S = min(FIRST_CHECK_S, FAST_CHECK_S)
+
+
 def _managed_args(tmp: Path, engine: list[str], *more: str) -> list[str]:
     # standalone_args with the engine run by the agent instead of at an address.
     args = standalone_args(tmp, "", tier_config())
@@ -125,7 +132,9 @@ def test_a_managed_agent_moves_off_its_engines_core_and_can_be_told_not_to(
     first = min(os.sched_getaffinity(0))
     rest = sorted(os.sched_getaffinity(0) - {first})
     args = _managed_args(tmp_path, _pinned_engine(free_port()))
-    with start_agent_process(args, tmp_path / "a.log", node_token=NODE_TOKEN) as agent:
+    with start_agent_process(
+        args, tmp_path / "a.log", node_token=NODE_TOKEN, env=FAST_CHECKS
+    ) as agent:
         cores = wait_for(
             lambda: (c := agent.status()["cores"])["agent_cpus"] == rest and c,
             what="the agent off the engine's core",
@@ -136,9 +145,11 @@ def test_a_managed_agent_moves_off_its_engines_core_and_can_be_told_not_to(
         assert len(threads) > 1 and all(t == set(rest) for t in threads)
         assert f"engine threads bound to cores {first}: the agent keeps to" in agent.output()
     args = _managed_args(tmp_path, _pinned_engine(free_port()), "--no-keep-off-engine-cores")
-    with start_agent_process(args, tmp_path / "b.log", node_token=NODE_TOKEN) as agent:
+    with start_agent_process(
+        args, tmp_path / "b.log", node_token=NODE_TOKEN, env=FAST_CHECKS
+    ) as agent:
         wait_for(lambda: agent.status()["health"]["engine"] == "ok", what="the engine up")
-        time.sleep(FIRST_CHECK_S + 0.5)  # past the first check it would have made
+        time.sleep(FAST_FIRST_CHECK_S + 0.5)  # past the first check it would have made
         cores = agent.status()["cores"]
         assert cores["keep_off_engine_cores"] is False
         assert cores["agent_cpus"] == sorted(os.sched_getaffinity(0))
@@ -155,7 +166,9 @@ def test_an_attached_agent_finds_a_local_engine_by_its_port(tmp_path: Path) -> N
     try:
         wait_answering(f"http://127.0.0.1:{port}/health")
         args = standalone_args(tmp_path, f"http://127.0.0.1:{port}", tier_config())
-        with start_agent_process(args, tmp_path / "a.log", node_token=NODE_TOKEN) as agent:
+        with start_agent_process(
+            args, tmp_path / "a.log", node_token=NODE_TOKEN, env=FAST_CHECKS
+        ) as agent:
             first = min(os.sched_getaffinity(0))
             cores = wait_for(
                 lambda: (c := agent.status()["cores"])["engine_bound"] == [first] and c,
@@ -190,7 +203,9 @@ def test_the_agent_moves_the_engines_helpers_beside_itself_and_gives_them_back(
         wait_answering(f"http://127.0.0.1:{port}/health")
         (worker,) = process_tree(engine.pid)[1:]  # the bound child
         args = standalone_args(tmp_path, f"http://127.0.0.1:{port}", tier_config())
-        with start_agent_process(args, tmp_path / "a.log", node_token=NODE_TOKEN) as agent:
+        with start_agent_process(
+            args, tmp_path / "a.log", node_token=NODE_TOKEN, env=FAST_CHECKS
+        ) as agent:
             cores = wait_for(
                 lambda: (c := agent.status()["cores"])["engine_helpers_on"] and c,
                 what="the engine's helpers moved",
@@ -200,12 +215,14 @@ def test_the_agent_moves_the_engines_helpers_beside_itself_and_gives_them_back(
             assert all(t == rest for t in _agent_cores(engine.pid))  # every simulator thread
             assert _agent_cores(worker) == [{first}]  # and the bound one where it was
             assert "engine threads not bound to a core" in agent.output()
-            time.sleep(CHECK_S + 1)  # a later check: the moved threads are not the engine's
+            time.sleep(FAST_CHECK_S + 1)  # a later check: the moved threads are not the engine's
             cores = agent.status()["cores"]
             assert cores["engine_bound"] == [first] and cores["agent_cpus"] == sorted(rest)
         assert all(t == own for t in _agent_cores(engine.pid))  # given back at the stop
         args = [*args, "--no-fence-engine-helpers"]
-        with start_agent_process(args, tmp_path / "b.log", node_token=NODE_TOKEN) as agent:
+        with start_agent_process(
+            args, tmp_path / "b.log", node_token=NODE_TOKEN, env=FAST_CHECKS
+        ) as agent:
             cores = wait_for(
                 lambda: (c := agent.status()["cores"])["agent_cpus"] == sorted(rest) and c,
                 what="the agent off the engine's core",

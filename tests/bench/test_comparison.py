@@ -89,16 +89,15 @@ def test_the_order_statistic_bootstrap_matches_brute_force_resampling(q: float) 
     assert set(np.unique(fast)) <= set(values)  # every draw is a measured value
 
 
-def test_a_verdict_on_100k_samples_is_quick() -> None:
-    import time
-
+def test_a_verdict_on_100k_samples_brackets_the_true_shift() -> None:
+    # 100k a side, the after side shifted by 2 ms (about 4 standard errors of the difference of
+    # the medians): the interval holds the shift and not zero. (How long the bootstrap takes
+    # is a benchmark's question; the method is checked against resampling above.)
     rng = np.random.default_rng(8)
     a, b = rng.exponential(0.1, 100_000), rng.exponential(0.1, 100_000) + 0.002
-    # This process's CPU time, which other processes' load does not inflate: ~0.05 s here,
-    # where resampling 100k values 1000 times would take tens of seconds.
-    start = time.process_time()
     result = compare_percentile(a, b, 50)
-    assert time.process_time() - start < 2.0
+    assert result.ci_low is not None and result.ci_high is not None
+    assert 0 < result.ci_low < 0.002 < result.ci_high, result
     assert result.verdict == "worse"
 
 

@@ -141,13 +141,14 @@ def test_the_compare_page_shows_charts_verdicts_and_the_diff(
     assert _client(viewer).get("/benchmarks/compare/").status_code == 200
 
 
-def test_the_run_page_stays_quick_with_many_samples(plain_endpoint: Any, viewer: Any) -> None:
-    import time
-
-    run = stored_run(plain_endpoint, ttft_scale=0.1, n=20_000)
-    start = time.process_time()  # this process's CPU: other processes' load does not count
+def test_the_run_page_draws_many_samples_in_a_bounded_number_of_points(
+    plain_endpoint: Any, viewer: Any
+) -> None:
+    # Ten times more samples than a trace holds: the page draws each tier's distribution in at
+    # most 500 points, not one per sample (per-sample traces took 30 s and more to draw). How
+    # long the page takes is a benchmark's question, not this test's.
+    run = stored_run(plain_endpoint, ttft_scale=0.1, n=5_000)
     page = _client(viewer).get(f"/benchmarks/{run.pk}/")
-    cpu_s = time.process_time() - start
+    assert page.status_code == 200
     cdf = page.context["figures"]["cdf"]
-    assert all(len(trace["x"]) <= 500 for trace in cdf["data"])
-    assert cpu_s < 5, cpu_s  # ~1.5 s here (docs/performance.md); per-sample traces took 30+
+    assert cdf["data"] and all(len(trace["x"]) <= 500 for trace in cdf["data"])

@@ -14,7 +14,7 @@ import pytest
 from console.bench import services, tasks
 from console.bench.choices import RunStatus
 from console.bench.models import BenchmarkRun, RequestSample
-from tests.production.workers import start_worker
+from tests.production.workers import discard, start_worker
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.slow
@@ -48,8 +48,7 @@ def test_two_workers_run_concurrent_benchmarks_once_each(
 
         results = wait_for(finished, 90, "every message to be handled")
     finally:
-        for worker in workers:
-            worker.stop()
+        discard(workers)
 
     assert sorted(r for _, r in results) == ["skipped"] * RUNS + ["succeeded"] * RUNS
     by_worker = [FINISHED.findall(w.output()) for w in workers]

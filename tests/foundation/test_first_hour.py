@@ -221,8 +221,11 @@ def _first_hour(demo: Demo, page: Any) -> None:
     assert dialogs and dialogs[-1].startswith(f"Adopt trial {best.index} (")
     rollout = Rollout.objects.get()
     assert rollout.has_guard
-    # The operator's 60 s canary soak, shortened for the test (the guard stays on).
-    Rollout.objects.filter(pk=rollout.pk).update(canary_soak_s=3.0, guard_window_s=3.0)
+    # The operator's 60 s canary soak and 10 s probe of a quiet canary, shortened for the test
+    # (the guard stays on).
+    Rollout.objects.filter(pk=rollout.pk).update(
+        canary_soak_s=3.0, guard_window_s=3.0, guard_probe_s=3.0
+    )
     page.wait_for_selector('#rollout-status[data-state="succeeded"]', timeout=180_000)
     adopted = TierConfigVersion.objects.get(name="default", version=3)
     assert adopted.parent_id == v1.pk  # made from the sweep's base

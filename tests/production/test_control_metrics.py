@@ -52,9 +52,11 @@ async def test_apply_errors_and_heartbeats_are_exported(tmp_path: Path) -> None:
                     ("tiergate_heartbeat_last_success_timestamp_seconds", ())
                 ]
                 assert stopped >= last
-                await asyncio.sleep(1.5)
-                samples = await scrape(agent)
+                failures = ("tiergate_heartbeat_consecutive_failures", ())
+                deadline = time.monotonic() + 10
+                while (samples := await scrape(agent))[failures] < 1:
+                    assert time.monotonic() < deadline, "no failed beat counted"
+                    await asyncio.sleep(0.1)
                 assert samples[("tiergate_heartbeat_last_success_timestamp_seconds", ())] == stopped
-                assert samples[("tiergate_heartbeat_consecutive_failures", ())] >= 1
     finally:
         await console.stop()

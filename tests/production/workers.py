@@ -55,6 +55,14 @@ class Worker:
                 self.kill()
 
 
+def discard(workers: list[Worker]) -> None:
+    """End the workers a test is done with: SIGKILL. A warm shutdown would wait for running
+    tasks, which the test has waited for already, and takes seconds on the filesystem broker
+    (its loop looks for the signal between waits of up to 2 s for a message)."""
+    for worker in workers:
+        worker.kill()
+
+
 def start_worker(
     name: str,
     queues: list[str],

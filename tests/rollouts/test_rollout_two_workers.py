@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.production.workers import Worker, start_worker
+from tests.production.workers import Worker, discard, start_worker
 from tests.rollouts.rollout_helpers import QUICK, timeline
 from tests.waiting import wait_for
 
@@ -81,6 +81,7 @@ def test_two_workers_run_concurrent_rollouts_once_and_survive_a_kill(
             canary_count=1,
             convergence_timeout_s=20,
             guard_window_s=2.0,
+            guard_probe_s=3.0,  # the quiet canary's probe: 30 requests, not the test's subject
             start=False,
             **{**QUICK, "guard_max_error_rate": 0.5},
         )
@@ -97,8 +98,7 @@ def test_two_workers_run_concurrent_rollouts_once_and_survive_a_kill(
         run_rollout.apply_async((back.pk,), queue=queue)
         wait_for(lambda: state(back) == "succeeded", 60, "the other worker to finish it")
     finally:
-        for worker in workers:
-            worker.stop()
+        discard(workers)
     survivor = next(w for w in workers if w is not holder)
     assert str(survivor.process.pid) in back.lease_owner
     assert timeline(back).count("started") == 1, timeline(back)

@@ -61,7 +61,7 @@ def test_a_worker_killed_mid_rollout_is_resumed_without_applying_twice(
 
     _, v2 = versions
     nodes = fleet(2)
-    # The guard's window (no traffic: it only notes that) holds the rollout after the canary.
+    # The guard's window (a short probe: no traffic of its own) holds the rollout after the canary.
     rollout = services.create_rollout(
         tier_config=v2,
         canary_count=1,
@@ -69,6 +69,7 @@ def test_a_worker_killed_mid_rollout_is_resumed_without_applying_twice(
         guard_max_error_rate=0.5,
         guard_max_ttft_p99_regression_pct=None,
         guard_window_s=1.5,
+        guard_probe_s=3.0,  # the quiet canary's probe: 30 requests, not the test's subject
         canary_soak_s=1.5,
         start=False,
     )

@@ -13,7 +13,7 @@ import yaml
 
 from console.tuning import gitmirror, services
 from console.tuning.configmaps import render_configmap
-from tests.production.workers import start_worker
+from tests.production.workers import discard, start_worker
 
 
 def git(repo: Path, *args: str) -> str:
@@ -112,7 +112,7 @@ def test_a_worker_mirrors_each_version_when_it_is_created(
             time.sleep(0.2)
         assert subjects == ["prod v2: second", "prod v1: first"]
     finally:
-        worker.stop()
+        discard([worker])
 
 
 def _subjects(repo: Path) -> list[str]:
