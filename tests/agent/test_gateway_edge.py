@@ -103,7 +103,9 @@ async def _attack(agent: AgentProcess) -> None:
     assert peak - before < 64, f"RSS grew {peak - before:.0f} MB ({before:.0f} -> {peak:.0f})"
     # Keyed requests went on while the attack's connections were open (and after).
     assert len(keyed) >= 3 and all(status == 200 for status, _ in keyed), keyed
-    assert sorted(s for _, s in keyed)[len(keyed) // 2] < 1.0, keyed
+    # Not held behind the attack: none waited out the body deadline (20 s) the attack's
+    # connections are under. How fast they were is a benchmark's question, not this test's.
+    assert max(s for _, s in keyed) < 10.0, keyed
 
 
 @pytest.fixture(autouse=True)
