@@ -41,8 +41,6 @@ def test_building_the_project_prints_no_deprecation_notice(tmp_path: Path) -> No
         timeout=240,
     )
     output = proc.stdout + proc.stderr
-    if proc.returncode != 0 and "No matching distribution found for setuptools" in output:
-        pytest.skip("no setuptools>=77 reachable to build with")
-    assert proc.returncode == 0, output
+    assert proc.returncode == 0, output  # setuptools>=77 comes from the package registry
     assert "deprecated" not in output.lower(), output
     assert "project.license" not in output, output
