@@ -105,6 +105,12 @@ def _ttft(tier: str, a: Sequence[RunFigures], b: Sequence[RunFigures], slo: floa
     )  # fmt: skip
 
 
+def _per_run(runs: Sequence[RunFigures], attr: str, tier: str) -> list[float]:
+    """One side's values of a per-tier figure (`attr` of RunFigures), from the runs that have
+    the tier."""
+    return [getattr(r, attr)[tier] for r in runs if tier in getattr(r, attr)]
+
+
 def _throughput(
     tier: str, a: Sequence[RunFigures], b: Sequence[RunFigures], output: bool = False
 ) -> Figure:
@@ -115,8 +121,8 @@ def _throughput(
         name if tier == OVERALL else f"{tier} {name}",
         RATIO,
         True,
-        [getattr(r, attr)[tier] for r in a if tier in getattr(r, attr)],
-        [getattr(r, attr)[tier] for r in b if tier in getattr(r, attr)],
+        _per_run(a, attr, tier),
+        _per_run(b, attr, tier),
         unit="tok/s" if output else "req/s",
     )
 
@@ -129,8 +135,8 @@ def _rate(tier: str, a: Sequence[RunFigures], b: Sequence[RunFigures], shed: boo
         name if tier == OVERALL else f"{tier} {name}",
         RATE,
         False,
-        [getattr(r, attr)[tier] for r in a if tier in getattr(r, attr)],
-        [getattr(r, attr)[tier] for r in b if tier in getattr(r, attr)],
+        _per_run(a, attr, tier),
+        _per_run(b, attr, tier),
         unit="%",
         requests_a=sum(r.requests.get(tier, 0) for r in a),
         requests_b=sum(r.requests.get(tier, 0) for r in b),
